@@ -1,0 +1,111 @@
+"""The kernel registry: one small numpy function per op.
+
+A kernel is registered with ``@register("Relu")`` and called as
+``fn(ctx, *inputs)`` where ``ctx`` is an :class:`OpContext` (attributes, opset) and
+``inputs`` are numpy arrays (``None`` for an omitted optional input). It returns one
+array or a tuple of arrays, one per node output.
+
+A kernel that meets a case it does not handle (an exotic attribute, an old opset)
+raises :class:`Unsupported`; the executor then runs the node through onnx's
+reference implementation instead, so coverage never depends on our own kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+KernelFn = Callable[..., Any]
+
+_MISSING = object()
+
+
+class Unsupported(Exception):
+    """Raised by a kernel for a case it leaves to the onnx reference fallback."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpContext:
+    """What a kernel knows about its node besides the input arrays.
+
+    Attributes:
+        op: the op type, e.g. ``"Conv"``.
+        attrs: attribute values as Python objects (int, float, str, lists, numpy
+            arrays for tensors, ``onnx.GraphProto`` for subgraphs).
+        opset: the opset version of the node's domain in the model.
+        num_outputs: how many outputs the node declares (some may be ``""``).
+        name: the node name, for error messages.
+    """
+
+    op: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    opset: int = 21
+    num_outputs: int = 1
+    name: str = ""
+
+    def attr(self, key: str, default: Any = _MISSING) -> Any:
+        """Return attribute ``key`` or ``default``; raise ``Unsupported`` if absent without one."""
+        if key in self.attrs:
+            return self.attrs[key]
+        if default is _MISSING:
+            raise Unsupported(f"{self.op} needs attribute {key!r}")
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class KernelDef:
+    """A registered kernel: the function plus the opset range it serves."""
+
+    op: str
+    domain: str
+    fn: KernelFn
+    since: int = 1
+    until: int = 10_000
+
+
+_REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
+
+
+def register(op: str, domain: str = "", since: int = 1, until: int = 10_000) -> Callable[[KernelFn], KernelFn]:
+    """Decorator: register ``fn`` as the kernel of ``op`` for opsets ``since..until``.
+
+    Example:
+        >>> @register("Relu")
+        ... def relu(ctx, x):
+        ...     return np.maximum(x, 0)
+    """
+
+    def wrap(fn: KernelFn) -> KernelFn:
+        defs = _REGISTRY.setdefault((domain, op), [])
+        defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
+        defs.append(KernelDef(op, domain, fn, since, until))
+        return fn
+
+    return wrap
+
+
+def lookup(op: str, domain: str = "", opset: int = 10_000) -> KernelFn | None:
+    """The kernel registered for ``op`` at ``opset``, or None."""
+    if domain == "ai.onnx":
+        domain = ""
+    for d in _REGISTRY.get((domain, op), ()):
+        if d.since <= opset <= d.until:
+            return d.fn
+    return None
+
+
+def registered_ops() -> list[tuple[str, str]]:
+    """Every (domain, op) with an own kernel, sorted."""
+    return sorted(_REGISTRY)
+
+
+def as_outputs(result: Any) -> tuple[np.ndarray, ...]:
+    """Normalize a kernel's return value to a tuple of outputs.
+
+    Only a tuple means several outputs: a list is one ONNX sequence value.
+    """
+    if isinstance(result, tuple):
+        return result
+    return (result,)
