@@ -1,0 +1,187 @@
+"""Device profiles: the numbers the emulated NPU runs on, kept as data (YAML) not code.
+
+A profile holds core counts, peak throughput, memory and runtime limits. Every number
+carries a source (the facts doc or an "assumption: ..." with its reasoning), because
+most figures for these chips are uncertain and a reader must be able to tell which.
+Built-ins live in ``graphexec/runtime/profile_data/*.yaml``; users pass their own file.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from graphexec.errors import DeviceError
+
+# strict: a YAML typo such as "32GiB" or "true" must not be coerced into a number.
+Positive = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=1, strict=True)]
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class PeakTflops(BaseModel):
+    """Device-wide peak TFLOPS (TOPS for integers) per unit and dtype."""
+
+    model_config = _FROZEN
+    cube: dict[str, Positive] = Field(description="Matrix unit peak by dtype; needs float16.")
+    vector: dict[str, Positive] = Field(description="Vector unit peak by dtype; needs float32.")
+
+    @model_validator(mode="after")
+    def _has_fallbacks(self) -> PeakTflops:
+        # Unknown dtypes fall back to these, so they must exist.
+        for unit, dtype in (("cube", "float16"), ("vector", "float32")):
+            if dtype not in getattr(self, unit):
+                raise ValueError(f"field 'peak_tflops.{unit}': needs a '{dtype}' entry")
+        return self
+
+
+class CopyBandwidth(BaseModel):
+    """Memcpy bandwidth in GB/s (1e9 bytes/s) per direction."""
+
+    model_config = _FROZEN
+    h2d: Positive
+    d2h: Positive
+    d2d: Positive
+
+
+class DeviceProfile(BaseModel):
+    """One emulated NPU: cores, peak throughput, memory and runtime limits."""
+
+    model_config = _FROZEN
+    name: str = Field(min_length=1)
+    description: str
+    ai_cores: Count = Field(description="Cube-capable AI cores.")
+    vector_cores: Count = Field(description="Vector cores (equal to ai_cores when coupled).")
+    coupled: bool = Field(description="True: one core does cube and vector work (910, 310P).")
+    peak_tflops: PeakTflops
+    hbm_capacity_bytes: Count
+    hbm_bandwidth_gbps: Positive = Field(description="GB/s, shared by running tasks.")
+    task_overhead_us: Positive = Field(description="Fixed device-side time per task.")
+    launch_cost_us: Positive = Field(description="Host time to launch one task.")
+    queue_depth: Count = Field(description="Command-queue depth per stream.")
+    max_streams: Count
+    max_events: Count
+    max_tasks_per_stream: Count
+    copy_bandwidth_gbps: CopyBandwidth
+    sources: dict[str, str] = Field(
+        description="Dotted numeric field -> where its number comes from."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DeviceProfile:
+        if self.coupled and self.vector_cores != self.ai_cores:
+            raise ValueError(f"field 'vector_cores': must equal ai_cores ({self.ai_cores}) "
+                             f"when coupled is true (got {self.vector_cores})")
+        numeric = set(_numeric_fields(self.model_dump(exclude={"sources"})))
+        if missing := sorted(numeric - self.sources.keys()):
+            raise ValueError(f"field 'sources': no entry for {', '.join(missing)}")
+        if unknown := sorted(self.sources.keys() - numeric):
+            raise ValueError(f"field 'sources': entries for unknown fields {', '.join(unknown)}")
+        if empty := sorted(k for k, v in self.sources.items() if not v.strip()):
+            raise ValueError(f"field 'sources': empty entries for {', '.join(empty)}")
+        return self
+
+    def cube_flops_per_us_per_core(self, dtype: str) -> float:
+        """Peak cube flops per microsecond of one AI core; unknown dtypes run as float16."""
+        cube = self.peak_tflops.cube
+        return cube.get(dtype, cube["float16"]) * 1e6 / self.ai_cores
+
+    def vector_flops_per_us_per_core(self, dtype: str) -> float:
+        """Peak vector flops per microsecond of one vector core; unknown dtypes as float32."""
+        vector = self.peak_tflops.vector
+        return vector.get(dtype, vector["float32"]) * 1e6 / self.vector_cores
+
+    @property
+    def hbm_bytes_per_us(self) -> float:
+        """Device-wide HBM bandwidth in bytes per microsecond."""
+        return self.hbm_bandwidth_gbps * 1e3
+
+    def copy_bytes_per_us(self, kind: str) -> float:
+        """Memcpy bandwidth in bytes per microsecond for kind 'h2d', 'd2h' or 'd2d'."""
+        key = kind.lower()
+        if key not in CopyBandwidth.model_fields:
+            raise DeviceError(f"device '{self.name}': unknown copy kind {kind!r}; "
+                              f"known: {', '.join(CopyBandwidth.model_fields)}")
+        return getattr(self.copy_bandwidth_gbps, key) * 1e3
+
+
+def _numeric_fields(data: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted names of every int/float leaf (bools excluded) in a dumped model."""
+    names: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            names += _numeric_fields(value, f"{prefix}{key}.")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            names.append(prefix + key)
+    return names
+
+
+def _describe(error: Any) -> str:
+    """One pydantic error as "field 'x.y': what is wrong"."""
+    loc = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "missing":
+        return f"field '{loc}': required but missing"
+    if error["type"] == "extra_forbidden":
+        return f"field '{loc}': unknown field"
+    if error["type"] == "value_error":  # only our validators raise these; they name the field
+        return str(error["ctx"]["error"])
+    return f"field '{loc}': {error['msg']} (got {error['input']!r})"
+
+
+def _parse(text: str, where: str) -> DeviceProfile:
+    """Parse YAML text into a profile; every failure becomes a one-line DeviceError."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise DeviceError(f"{where}: invalid YAML{at}: {getattr(exc, 'problem', exc)}") from exc
+    if not isinstance(data, dict):
+        got = type(data).__name__
+        raise DeviceError(f"{where}: expected a mapping of profile fields, got {got}")
+    try:
+        return DeviceProfile.model_validate(data)
+    except ValidationError as exc:
+        raise DeviceError(f"{where}: " + "; ".join(map(_describe, exc.errors()))) from exc
+
+
+@functools.cache
+def _builtins() -> dict[str, DeviceProfile]:
+    folder = resources.files("graphexec.runtime") / "profile_data"
+    found = [_parse(f.read_text(encoding="utf-8"), f"profile_data/{f.name}")
+             for f in folder.iterdir() if f.name.endswith((".yaml", ".yml"))]
+    return {p.name: p for p in sorted(found, key=lambda p: p.name)}
+
+
+def builtin_profiles() -> dict[str, DeviceProfile]:
+    """The shipped profiles by name, sorted (a fresh dict; the profiles are frozen)."""
+    return dict(_builtins())
+
+
+def load_profile(name_or_path: str | Path | DeviceProfile) -> DeviceProfile:
+    """A profile from a built-in name, a .yaml/.yml path, or a profile (returned as is)."""
+    if isinstance(name_or_path, DeviceProfile):
+        return name_or_path
+    known = _builtins()
+    if isinstance(name_or_path, str) and name_or_path.lower() in known:
+        return known[name_or_path.lower()]
+    path = Path(name_or_path)
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise DeviceError(f"unknown device {str(name_or_path)!r}; known: {', '.join(known)} "
+                          "(or give a .yaml/.yml profile path)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise DeviceError(f"{path}: cannot read device profile: {reason}") from exc
+    return _parse(text, str(path))
+
+
+def profile_json_schema() -> dict[str, Any]:
+    """JSON Schema of a profile file, for editors and ``schemas/device.schema.json``."""
+    return DeviceProfile.model_json_schema()
