@@ -1,0 +1,289 @@
+"""Elementwise kernels: arithmetic, activations, comparisons, logic, Cast.
+
+Most ops are registered from tables of numpy ufuncs. Every kernel keeps the exact
+ONNX output dtype (numpy would promote through python scalars or mixed dtypes) and
+raises ``Unsupported`` for dtypes numpy does not model faithfully (strings,
+bfloat16/float8/int4 from ml_dtypes, whose numpy kind is ``V``).
+"""
+
+from __future__ import annotations
+
+from functools import reduce, wraps
+from typing import Any, Callable
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from graphexec.kernels.registry import OpContext, Unsupported, register
+
+_F16 = np.dtype(np.float16)
+_FLOATS = (_F16, np.dtype(np.float32), np.dtype(np.float64))
+_FLT_MAX = 3.4028234663852886e38
+
+
+def _kernel(op: str, since: int = 1, until: int = 10_000) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` with numpy warnings silenced and 0-d results kept as ndarrays."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(fn)
+        def kernel(ctx: OpContext, *xs: Any) -> Any:
+            with np.errstate(all="ignore"):
+                out = fn(ctx, *xs)
+            return out if isinstance(out, np.ndarray) else np.asarray(out)
+
+        register(op, since=since, until=until)(kernel)
+        return fn
+
+    return wrap
+
+
+def _check(op: str, kinds: str, *xs: np.ndarray) -> None:
+    """Unsupported unless every input is a plain numpy dtype of ``kinds`` and they agree."""
+    for x in xs:
+        if x.dtype.kind not in kinds or (kinds == "f" and x.dtype not in _FLOATS):
+            raise Unsupported(f"{op}: dtype {x.dtype}")
+    if any(x.dtype != xs[0].dtype for x in xs):
+        raise Unsupported(f"{op}: mixed dtypes {[x.dtype for x in xs]}")
+
+
+def _up(x: np.ndarray) -> np.ndarray:
+    """float16 math goes through float32 so composite formulas round only once."""
+    return x.astype(np.float32) if x.dtype == _F16 else x
+
+
+# ---------------------------------------------------------------- unary tables
+_UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Reciprocal": np.reciprocal,
+    "Floor": np.floor, "Ceil": np.ceil, "Round": np.rint, "Tanh": np.tanh,
+    "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos,
+    "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
+    "Acosh": np.arccosh, "Atanh": np.arctanh,
+}
+_UNARY_NUM: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Neg": np.negative, "Abs": np.absolute, "Sign": np.sign, "Relu": lambda x: np.maximum(x, 0),
+}
+
+
+def _unary(op: str, f: Callable[[np.ndarray], np.ndarray], kinds: str) -> None:
+    @_kernel(op)
+    def k(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+        _check(op, kinds, x)
+        return f(x)
+
+
+for _op, _f in _UNARY_FLOAT.items():
+    _unary(_op, _f, "f")
+for _op, _f in _UNARY_NUM.items():
+    _unary(_op, _f, "iuf")
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+# Float activations: op -> (formula on a float32/64 array, attribute defaults).
+_ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], dict[str, float]]] = {
+    "Sigmoid": (_sigmoid, {}),
+    "LeakyRelu": (lambda x, alpha: np.where(x > 0, x, x * alpha), {"alpha": 0.01}),
+    "Elu": (lambda x, alpha: np.where(x > 0, x, alpha * np.expm1(x)), {"alpha": 1.0}),
+    "Selu": (lambda x, alpha, gamma: gamma * np.where(x > 0, x, alpha * np.expm1(x)),
+             {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
+    "Celu": (lambda x, alpha: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha)), {"alpha": 1.0}),
+    "HardSigmoid": (lambda x, alpha, beta: np.clip(x * alpha + beta, 0, 1), {"alpha": 0.2, "beta": 0.5}),
+    "HardSwish": (lambda x: x * np.clip(x * (1 / 6) + 0.5, 0, 1), {}),
+    "Softplus": (lambda x: np.logaddexp(0, x), {}),
+    "Softsign": (lambda x: x / (1 + np.abs(x)), {}),
+    "Mish": (lambda x: x * np.tanh(np.logaddexp(0, x)), {}),
+    "ThresholdedRelu": (lambda x, alpha: np.where(x > alpha, x, 0), {"alpha": 1.0}),
+}
+
+
+def _activation(op: str, f: Callable[..., np.ndarray], defaults: dict[str, float]) -> None:
+    @_kernel(op)
+    def k(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+        _check(op, "f", x)
+        kw = {name: float(ctx.attr(name, d)) for name, d in defaults.items()}
+        return f(_up(x), **kw).astype(x.dtype, copy=False)
+
+
+for _op, (_f, _d) in _ACTIVATIONS.items():
+    _activation(_op, _f, _d)
+
+
+# Erf: Taylor series near 0, Numerical Recipes erfc (relative error < 1.2e-7) elsewhere.
+_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+         0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = reduce(lambda acc, c: acc * t + c, _ERFC[::-1])
+    far = 1.0 - t * np.exp(-z * z + poly)
+    zz, term, near = z * z, z.copy(), z.copy()
+    for n in range(1, 14):  # sum_n (-1)^n z^(2n+1) / (n! (2n+1)), |z| < 0.5
+        term *= -zz / n
+        near += term / (2 * n + 1)
+    near *= 2 / np.sqrt(np.pi)
+    return np.copysign(np.where(z < 0.5, near, far), x).astype(x.dtype)
+
+
+@_kernel("Erf")
+def erf(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    _check("Erf", "f", x)
+    return _erf(x)
+
+
+@_kernel("PRelu")
+def prelu(ctx: OpContext, x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    _check("PRelu", "iuf", x, slope)
+    if np.broadcast_shapes(x.shape, slope.shape) != x.shape:
+        raise Unsupported("PRelu: slope does not broadcast to X")
+    return np.where(x > 0, x, x * slope)
+
+
+@_kernel("Clip")
+def clip(ctx: OpContext, x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
+    """Opset < 11 bounds are attributes; min > max yields max, as ``minimum(maximum())`` does."""
+    _check("Clip", "iuf", x)
+    if ctx.opset < 11:
+        return np.minimum(np.maximum(x, ctx.attr("min", -_FLT_MAX)), ctx.attr("max", _FLT_MAX)).astype(x.dtype)
+    for b in (lo, hi):
+        if b is not None and (b.size != 1 or b.dtype != x.dtype):
+            raise Unsupported("Clip: bounds must be scalars of the input dtype")
+    out = x if lo is None else np.maximum(x, lo.reshape(()))
+    return out if hi is None else np.minimum(out, hi.reshape(()))
+
+
+# ---------------------------------------------------------------- binary tables
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncates toward zero (C semantics), not floor as in numpy."""
+    if a.dtype.kind == "f":
+        return np.divide(a, b)
+    q = np.floor_divide(a, b)
+    if a.dtype.kind == "i":
+        q += ((np.remainder(a, b) != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
+    return q
+
+
+_BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, int]] = {
+    # op: (function, allowed dtype kinds, first opset with numpy broadcasting)
+    "Add": (np.add, "iuf", 7), "Sub": (np.subtract, "iuf", 7), "Mul": (np.multiply, "iuf", 7),
+    "Div": (_div, "iuf", 7),
+    "Equal": (np.equal, "biuf", 7), "Less": (np.less, "iuf", 7), "Greater": (np.greater, "iuf", 7),
+    "LessOrEqual": (np.less_equal, "iuf", 12), "GreaterOrEqual": (np.greater_equal, "iuf", 12),
+    "And": (np.logical_and, "b", 7), "Or": (np.logical_or, "b", 7), "Xor": (np.logical_xor, "b", 7),
+}
+
+
+def _binary(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str, since: int) -> None:
+    @_kernel(op, since=since)
+    def k(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        _check(op, kinds, a, b)
+        return f(a, b)
+
+
+for _op, (_f, _kinds, _since) in _BINARY.items():
+    _binary(_op, _f, _kinds, _since)
+
+
+@_kernel("Not")
+def not_(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    _check("Not", "b", x)
+    return np.logical_not(x)
+
+
+@_kernel("Pow", since=7)
+def pow_(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The result keeps the base dtype whatever the exponent dtype."""
+    _check("Pow", "iuf", a)
+    _check("Pow", "iuf", b)
+    if a.dtype.kind in "iu" and b.dtype.kind == "i" and (b < 0).any():
+        raise Unsupported("Pow: negative integer exponent of an integer base")
+    return np.power(a, b).astype(a.dtype, copy=False)
+
+
+@_kernel("Mod", since=10)
+def mod(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fmod=0: sign of the divisor (numpy mod); fmod=1: sign of the dividend (C fmod)."""
+    _check("Mod", "iuf", a, b)
+    return np.fmod(a, b) if ctx.attr("fmod", 0) == 1 else np.mod(a, b)
+
+
+@_kernel("BitShift", since=11)
+def bitshift(ctx: OpContext, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Shifts outside [0, bits) give the sign fill (opset 28 semantics, 0 for unsigned)."""
+    _check("BitShift", "iu", x, y)
+    bits = x.dtype.itemsize * 8
+    valid = (y >= 0) & (y < bits)
+    udt = np.dtype(f"u{x.dtype.itemsize}")
+    amount = np.where(valid, y, 0).astype(udt)
+    if ctx.attr("direction") == "RIGHT":
+        out = np.right_shift(x, amount.astype(x.dtype))
+        fill = np.where(x < 0, x.dtype.type(-1), x.dtype.type(0)) if x.dtype.kind == "i" else x.dtype.type(0)
+    elif ctx.attr("direction") == "LEFT":
+        out = np.left_shift(x.astype(udt), amount).astype(x.dtype)
+        fill = x.dtype.type(0)
+    else:
+        raise Unsupported("BitShift: direction must be LEFT or RIGHT")
+    return np.where(valid, out, fill).astype(x.dtype, copy=False)
+
+
+# ---------------------------------------------------------------- variadic
+def _variadic(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str, mean: bool = False) -> None:
+    @_kernel(op)
+    def k(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
+        xs = tuple(x for x in xs if x is not None)
+        if not xs:
+            raise Unsupported(f"{op}: no inputs")
+        _check(op, kinds, *xs)
+        out = reduce(f, xs) if len(xs) > 1 else xs[0].copy()
+        return (out / len(xs)).astype(xs[0].dtype, copy=False) if mean else out
+
+
+_variadic("Max", np.maximum, "iuf")
+_variadic("Min", np.minimum, "iuf")
+_variadic("Sum", np.add, "f")
+_variadic("Mean", np.add, "f", mean=True)
+
+
+# ---------------------------------------------------------------- selection, predicates, Cast
+@_kernel("Where", since=9)
+def where(ctx: OpContext, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    _check("Where", "b", cond)
+    _check("Where", "biufc", x, y)
+    return np.where(cond, x, y)
+
+
+@_kernel("IsNaN", since=9)
+def isnan(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    _check("IsNaN", "f", x)
+    return np.isnan(x)
+
+
+@_kernel("IsInf", since=10)
+def isinf(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    _check("IsInf", "f", x)
+    neg, pos = ctx.attr("detect_negative", 1), ctx.attr("detect_positive", 1)
+    if neg and pos:
+        return np.isinf(x)
+    if neg:
+        return np.isneginf(x)
+    return np.isposinf(x) if pos else np.zeros(x.shape, dtype=bool)
+
+
+_CAST_TARGETS = {TensorProto.BOOL, TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64,
+                 TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64,
+                 TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE}
+
+
+@_kernel("Cast")
+def cast(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """Plain numeric/bool casts only; numpy's astype is the reference's own semantics."""
+    to = ctx.attr("to")
+    if isinstance(to, str):  # opset 1 spelled the type name
+        to = TensorProto.DataType.Value(to.upper())
+    if to not in _CAST_TARGETS:
+        raise Unsupported(f"Cast: target type {to}")
+    _check("Cast", "biuf", x)
+    return x.astype(helper.tensor_dtype_to_np_dtype(to))

@@ -1,0 +1,23 @@
+"""graphexec: lower compute graphs onto an emulated NPU runtime and run them.
+
+Example:
+    >>> import graphexec as gx
+    >>> graph = gx.load("models/inception_block.onnx")
+    >>> result = gx.Session(graph, streams=1, device="ascend910").run(gx.default_feeds(graph))
+    >>> result.stats.makespan_us
+"""
+
+from graphexec.engine.feeds import default_feeds
+from graphexec.engine.result import Result, Stats
+from graphexec.engine.session import Session
+from graphexec.errors import (AclError, DeviceError, FeedError, GraphError, GraphExecError, KernelError,
+                              ModelLoadError, OutOfMemoryError, PassError, UnsupportedOpError)
+from graphexec.frontend import load
+from graphexec.ir import Graph
+
+__all__ = [
+    "AclError", "DeviceError", "FeedError", "Graph", "GraphError", "GraphExecError", "KernelError",
+    "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats", "UnsupportedOpError",
+    "default_feeds", "load",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,133 @@
+"""The executor: launches a compiled schedule on the emulated device.
+
+A dispatch table keyed by task kind turns each planned task into runtime calls
+(tinygrad's ``pm_exec``). Tensors live in device memory at their planned offsets;
+values whose size is only known at run time get their own allocation when written,
+and container values (sequences, maps, strings) stay on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from graphexec.errors import KernelError
+from graphexec.ir import Graph
+from graphexec.passes.memory import MemoryPlan
+from graphexec.passes.tasks import Task, TaskKind
+from graphexec.runtime.device import Device
+from graphexec.runtime.sim import DeviceTask
+
+
+@dataclass
+class Location:
+    ptr: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass
+class ExecContext:
+    """What the task handlers share during one run."""
+
+    device: Device
+    graph: Graph
+    alias: dict[str, str]
+    where: dict[str, Location] = field(default_factory=dict)     # planned places
+    dynamic: dict[str, Location] = field(default_factory=dict)   # run-time allocations
+    host: dict[str, Any] = field(default_factory=dict)           # host-only values
+    streams: dict[int, Any] = field(default_factory=dict)
+    events: dict[int, Any] = field(default_factory=dict)
+    temp_segments: list[int] = field(default_factory=list)
+
+    def read(self, name: str) -> Any:
+        """The current value of ``name``: a view of device memory or a host object."""
+        root = _root(self.alias, name)
+        loc = self.dynamic.get(root) or self.where.get(root)
+        if loc is not None:  # a view presents the root's bytes in its own shape
+            shape = loc.shape if root == name else tuple(self.graph.values[name].type.shape)
+            return self.device.view(loc.ptr, loc.dtype, shape)
+        name = root
+        if name in self.host:
+            return self.host[name]
+        const = self.graph.values[name].const
+        if const is not None:
+            return const
+        raise KernelError(f"value {name!r} was read before any task wrote it")
+
+    def write(self, name: str, value: Any) -> None:
+        """Store a kernel output where the plan put it, or in a new allocation."""
+        loc = self.where.get(name)
+        if not isinstance(value, np.ndarray) or value.dtype == object:
+            self.host[name] = value
+            return
+        if loc is not None and loc.shape == value.shape and loc.dtype == value.dtype:
+            self.device.view(loc.ptr, loc.dtype, loc.shape)[...] = value
+            return
+        ptr = self.device.memory.alloc(value.nbytes, tag=name)
+        self.temp_segments.append(ptr)
+        self.dynamic[name] = Location(ptr, value.dtype, value.shape)
+        self.device.view(ptr, value.dtype, value.shape)[...] = value
+
+
+def _root(alias: dict[str, str], name: str) -> str:
+    while name in alias:
+        name = alias[name]
+    return name
+
+
+def _kernel(ctx: ExecContext, task: Task) -> None:
+    runner = task.runner
+
+    def start() -> dict[str, Any]:
+        return runner({n: ctx.read(n) for n in task.node.all_inputs})
+
+    def end(outputs: dict[str, Any]) -> None:
+        for name, value in outputs.items():
+            ctx.write(name, value)
+
+    dtype = _dtype_of(ctx.graph, task)
+    stream = ctx.streams[task.stream]
+    meta = {"task": task}
+    ctx.device.launch(DeviceTask("kernel", stream, task.name, unit=task.unit, block_dim=task.block_dim,
+                                 flops=task.flops, bytes=task.bytes, dtype=dtype, start_fn=start,
+                                 end_fn=end, meta=meta))
+
+
+def _dtype_of(graph: Graph, task: Task) -> str:
+    for n in task.writes:
+        t = graph.values[n].type
+        if t.dtype is not None:
+            return t.dtype.name
+    return "float32"
+
+
+def _record(ctx: ExecContext, task: Task) -> None:
+    ctx.device.record_event(ctx.events[task.event], ctx.streams[task.stream]).meta["task"] = task
+
+
+def _wait(ctx: ExecContext, task: Task) -> None:
+    ctx.device.stream_wait_event(ctx.streams[task.stream], ctx.events[task.event]).meta["task"] = task
+
+
+HANDLERS: dict[TaskKind, Callable[[ExecContext, Task], None]] = {
+    TaskKind.KERNEL: _kernel,
+    TaskKind.AICPU: _kernel,
+    TaskKind.EVENT_RECORD: _record,
+    TaskKind.EVENT_WAIT: _wait,
+}
+
+
+def place(ctx: ExecContext, plan: MemoryPlan, bases: dict[str, int]) -> None:
+    """Map every planned tensor to its device address."""
+    for e in plan.entries:
+        t = ctx.graph.values[e.tensor].type
+        ctx.where[e.tensor] = Location(bases[e.region] + e.offset, t.dtype, tuple(t.shape))
+
+
+def launch_all(ctx: ExecContext, order: list[Task]) -> None:
+    """Launch every task through the dispatch table, in launch order."""
+    for task in order:
+        HANDLERS[task.kind](ctx, task)

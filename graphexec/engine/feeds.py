@@ -1,0 +1,92 @@
+"""Checking the feeds of a run against the graph's declared inputs."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphexec.errors import FeedError
+from graphexec.ir import Graph, TensorType
+
+
+def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, TensorType]:
+    """The concrete input types of ``feeds``, after checking names, dtypes and shapes.
+
+    Symbolic dims must bind to the same size everywhere they appear.
+    """
+    unknown = [n for n in feeds if n not in graph.inputs]
+    if unknown:
+        raise FeedError(f"feed {unknown[0]!r} is not an input of the graph; inputs are: {', '.join(graph.inputs)}")
+    missing = [n for n in graph.inputs if n not in feeds]
+    if missing:
+        raise FeedError(f"input {missing[0]!r} is missing from the feeds")
+    bound: dict[str, int] = {}
+    types: dict[str, TensorType] = {}
+    for name in graph.inputs:
+        declared = graph.values[name].type
+        value = feeds[name]
+        if declared.kind != "tensor" or not isinstance(value, np.ndarray):
+            types[name] = declared
+            continue
+        _check_dtype(name, declared, value)
+        _check_shape(name, declared, value, bound)
+        types[name] = TensorType(value.dtype, tuple(int(d) for d in value.shape))
+    return types
+
+
+def _check_dtype(name: str, declared: TensorType, value: np.ndarray) -> None:
+    if declared.dtype is not None and value.dtype != declared.dtype:
+        raise FeedError(f"input {name!r} must be {declared.dtype.name}, got {value.dtype.name}")
+
+
+def _check_shape(name: str, declared: TensorType, value: np.ndarray, bound: dict[str, int]) -> None:
+    if declared.shape is None:
+        return
+    if len(declared.shape) != value.ndim:
+        raise FeedError(f"input {name!r} must have rank {len(declared.shape)} "
+                        f"(shape {_fmt(declared.shape)}), got shape {_fmt(value.shape)}")
+    for i, (d, v) in enumerate(zip(declared.shape, value.shape)):
+        if isinstance(d, int) and d != v:
+            raise FeedError(f"input {name!r} dim {i} must be {d}, got {v} (shape {_fmt(value.shape)})")
+        if isinstance(d, str):
+            if bound.setdefault(d, v) != v:
+                raise FeedError(f"input {name!r} dim {i} ({d!r}) is {v}, but {d!r} is {bound[d]} elsewhere")
+
+
+def _fmt(shape: tuple) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def signature(types: Mapping[str, TensorType]) -> tuple:
+    """A hashable key of the input types: one compiled plan per signature."""
+    return tuple(sorted((n, str(t.dtype), t.shape, t.kind) for n, t in types.items()))
+
+
+def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Deterministic inputs from the declared shapes (symbolic dims need ``shapes``).
+
+    Floats are ``arange(n) / n`` reshaped (the light models' convention), integers
+    count modulo 10, booleans alternate.
+    """
+    shapes = dict(shapes or {})
+    feeds = {}
+    for name in graph.inputs:
+        t = graph.values[name].type
+        shape = shapes.get(name, t.shape)
+        if t.kind != "tensor" or t.dtype is None or shape is None:
+            raise FeedError(f"input {name!r} has no declared type and shape; give one with --shape or --input")
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise FeedError(f"input {name!r} has symbolic shape {_fmt(tuple(shape))}; give it with --shape {name}=...")
+        n = int(np.prod(shape, dtype=np.int64))
+        base = np.arange(n, dtype=np.float64)
+        if t.dtype.kind == "f":
+            arr = (base / max(n, 1)).astype(t.dtype)
+        elif t.dtype.kind == "b":
+            arr = (base % 2).astype(bool)
+        elif t.dtype.kind in "iu":
+            arr = (base % 10).astype(t.dtype)
+        else:
+            raise FeedError(f"input {name!r} has dtype {t.dtype}; give it with --input")
+        feeds[name] = arr.reshape(shape)
+    return feeds

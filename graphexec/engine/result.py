@@ -1,0 +1,82 @@
+"""What a run returns: outputs, stats and the trace."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from graphexec.engine.bounds import lower_bound_us
+
+if TYPE_CHECKING:
+    from graphexec.engine.compiled import Compiled
+    from graphexec.runtime.device import Device
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Numbers of one run; times are simulated device microseconds.
+
+    ``makespan_us`` spans the first task's start to the last task's end;
+    ``lower_bound_us`` is max(critical path at full speed, core-time / cores,
+    bytes / HBM bandwidth). Byte counts are the plan's: ``peak_bytes`` is the
+    activation pool, ``lower_bound_bytes`` the most activation bytes live at once.
+    """
+
+    makespan_us: float
+    lower_bound_us: float
+    critical_path_us: float
+    num_tasks: int
+    num_kernels: int
+    num_aicpu: int
+    num_streams: int
+    num_events: int
+    peak_bytes: int
+    lower_bound_bytes: int
+    no_reuse_bytes: int
+    weight_bytes: int
+    io_bytes: int
+    host_time_us: float
+    compile_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Result:
+    """``outputs`` (name -> array, graph output order), ``stats`` and ``trace``."""
+
+    outputs: dict[str, Any]
+    stats: Stats
+    trace: dict[str, Any]
+
+
+def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
+    """Stats of the run that just finished on ``dev``."""
+    done = [t for t in dev.sim.finished if t.start_t is not None]
+    work = [t for t in done if t.kind in ("kernel", "memcpy")]
+    makespan = (max(t.end_t for t in work) - min(t.start_t for t in work)) if work else 0.0
+    lb, cp = lower_bound_us(compiled.tasks, compiled.profile)
+    plan = compiled.memory_plan
+    kernels = [t for t in compiled.tasks.tasks]
+    return Stats(
+        makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
+        num_tasks=len(done), num_kernels=sum(t.unit != "aicpu" for t in kernels),
+        num_aicpu=sum(t.unit == "aicpu" for t in kernels),
+        num_streams=len(compiled.schedule.streams), num_events=compiled.schedule.num_events,
+        peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=plan.lower_bound_bytes,
+        no_reuse_bytes=plan.no_reuse_bytes, weight_bytes=plan.region_bytes["weight"],
+        io_bytes=plan.region_bytes["io"], host_time_us=float(dev.host_t), compile_s=compiled.compile_s)
+
+
+def summarize(value: Any, n: int = 5) -> str:
+    """A short text of an output: dtype, shape and its first values."""
+    if not isinstance(value, np.ndarray):
+        return f"{type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'}"
+    flat = value.reshape(-1)[:n]
+    vals = ", ".join(f"{v:.6g}" if value.dtype.kind == "f" else str(v) for v in flat)
+    more = ", ..." if value.size > n else ""
+    return f"{value.dtype.name}[{','.join(map(str, value.shape))}] [{vals}{more}]"

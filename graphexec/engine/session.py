@@ -1,0 +1,120 @@
+"""Session: compile a graph once per input-shape signature, run it on the emulated device.
+
+Example:
+    >>> import graphexec as gx
+    >>> session = gx.Session(gx.load("models/inception_block.onnx"), streams=1)
+    >>> result = session.run({"data": x})
+    >>> result.outputs["out"].shape, result.stats.makespan_us
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphexec.engine.compiled import Compiled, compile_graph
+from graphexec.engine.feeds import check_feeds, signature
+from graphexec.engine.result import Result
+from graphexec.errors import GraphExecError
+from graphexec.frontend import load
+from graphexec.ir import Graph
+from graphexec.runtime.profiles import DeviceProfile, load_profile
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Compile options; part of the cache key together with the input shapes."""
+
+    streams: int | str = 1
+    policy: str | None = None
+    memory_reuse: bool = True
+    fold: bool = True
+    check_hazards: bool = False
+    input_types: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+class Session:
+    """A graph bound to a device and options, ready to run.
+
+    Args:
+        graph: a Graph, or anything ``gx.load`` accepts (a path, a ModelProto).
+        streams: how many streams tasks may use (an int >= 1, or "auto").
+        device: a built-in profile name ("ascend910", ...) or a profile YAML path.
+        memory_reuse: let intermediates share pool blocks (off: each gets its own).
+        check_hazards: record byte ranges and report unsynchronized accesses.
+    """
+
+    def __init__(self, graph: Graph | Any, streams: int | str = 1, device: str | DeviceProfile = "ascend910",
+                 *, policy: str | None = None, memory_reuse: bool = True, fold: bool = True,
+                 check_hazards: bool = False) -> None:
+        self.graph = graph if isinstance(graph, Graph) else load(graph)
+        self.profile = load_profile(device)
+        self.options = SessionOptions(_check_streams(streams, self.profile), policy, memory_reuse,
+                                      fold, check_hazards)
+        self._cache: dict[tuple, Compiled] = {}
+        self._last: Compiled | None = None
+
+    def compile(self, feeds: Mapping[str, Any] | None = None) -> Compiled:
+        """The compiled plan for the shapes of ``feeds`` (declared shapes if None), cached."""
+        types = check_feeds(self.graph, feeds) if feeds is not None else {}
+        key = signature(types)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            opts = SessionOptions(**{**self.options.__dict__, "input_types": types})
+            compiled = self._cache[key] = compile_graph(_clone(self.graph), opts, self.profile)
+        self._last = compiled
+        return compiled
+
+    def run(self, feeds: Mapping[str, Any]) -> Result:
+        """Run the graph on ``feeds`` (name -> array); outputs come in graph order."""
+        feeds = {k: _as_array(v) for k, v in dict(feeds).items()}
+        compiled = self.compile(feeds)
+        return compiled.run(feeds)
+
+    @property
+    def memory_plan(self):
+        """The memory plan of the most recently compiled signature."""
+        if self._last is None:
+            self.compile(None)
+        assert self._last is not None
+        return self._last.memory_plan
+
+    @property
+    def compiled(self) -> Compiled:
+        if self._last is None:
+            self.compile(None)
+        assert self._last is not None
+        return self._last
+
+
+def _as_array(v: Any) -> Any:
+    if isinstance(v, (np.ndarray, list, dict)) or v is None:
+        return v
+    return np.asarray(v)
+
+
+def _check_streams(streams: int | str, profile: DeviceProfile) -> int | str:
+    if streams == "auto":
+        return streams
+    if isinstance(streams, bool) or not isinstance(streams, (int, np.integer)):
+        raise GraphExecError(f"streams must be an int >= 1 or 'auto', not {streams!r}")
+    if streams < 1:
+        raise GraphExecError(f"streams must be >= 1, got {streams}")
+    if streams > profile.max_streams:
+        raise GraphExecError(f"streams={streams} exceeds the {profile.max_streams} streams "
+                             f"device {profile.name} allows")
+    return int(streams)
+
+
+def _clone(graph: Graph) -> Graph:
+    """A copy whose nodes and values passes may change; constants are shared, not copied."""
+    g = copy.copy(graph)
+    g.nodes = [copy.copy(n) for n in graph.nodes]
+    for n in g.nodes:
+        n.meta = dict(n.meta)
+    g.values = {k: copy.copy(v) for k, v in graph.values.items()}
+    g.meta = dict(graph.meta)
+    return g

@@ -1,0 +1,182 @@
+"""ONNX frontend: ModelProto (or a file) to the IR.
+
+Structure only: shapes are bound and inferred per input signature by the session's
+shape pass, so one loaded graph serves every batch size.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from graphexec.errors import ModelLoadError
+from graphexec.frontend.attrs import decode_attrs
+from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
+
+
+def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read an ONNX file with its external data, or raise ModelLoadError naming it."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"{p}: no such file")
+    if p.is_dir():
+        raise ModelLoadError(f"{p}: is a directory, not an ONNX file")
+    data = p.read_bytes()
+    if not data:
+        raise ModelLoadError(f"{p}: the file is empty")
+    model = parse_model(data, str(p))
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{p}: cannot load external data: {e}") from None
+    return model
+
+
+def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
+    """Parse serialized ONNX, rejecting what protobuf would silently accept."""
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise ModelLoadError(f"{where}: not a valid ONNX file (protobuf parse failed: {e})") from None
+    if not model.HasField("graph") or model.ir_version <= 0:
+        raise ModelLoadError(f"{where}: not an ONNX model (no graph or no ir_version)")
+    return model
+
+
+def tensor_type(tp: onnx.TypeProto) -> TensorType:
+    """TypeProto to TensorType; unknown parts stay None."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        tt = tp.tensor_type
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        return TensorType(dtype, shape)
+    if which in ("sequence_type", "optional_type", "map_type"):
+        return TensorType(kind=which.removesuffix("_type"))
+    return TensorType()
+
+
+def _subgraph_free_names(g: onnx.GraphProto) -> set[str]:
+    """Names a subgraph (recursively) reads from its enclosing scopes."""
+    defined = {i.name for i in g.input} | {i.name for i in g.initializer}
+    defined |= {i.values.name for i in g.sparse_initializer}
+    free: set[str] = set()
+    for n in g.node:
+        for name in n.input:
+            if name and name not in defined:
+                free.add(name)
+        for a in n.attribute:
+            for sub in _graphs_of(a):
+                free |= _subgraph_free_names(sub) - defined
+        defined.update(o for o in n.output if o)
+    free |= {o.name for o in g.output if o.name not in defined}
+    return free
+
+
+def _graphs_of(a: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    if a.type == onnx.AttributeProto.GRAPH:
+        return [a.g]
+    if a.type == onnx.AttributeProto.GRAPHS:
+        return list(a.graphs)
+    return []
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of a Constant node, or None if it needs the fallback (sparse)."""
+    for a in node.attribute:
+        if a.name == "value":
+            return numpy_helper.to_array(a.t)
+        simple = {"value_float": np.float32, "value_int": np.int64, "value_floats": np.float32,
+                  "value_ints": np.int64}
+        if a.name in simple:
+            return np.array(onnx.helper.get_attribute_value(a), dtype=simple[a.name])
+        if a.name in ("value_string", "value_strings"):
+            v = onnx.helper.get_attribute_value(a)
+            v = [s.decode() for s in v] if isinstance(v, list) else v.decode()
+            return np.array(v, dtype=object)
+    return None
+
+
+def _to_node(i: int, n: onnx.NodeProto) -> Node:
+    implicit: set[str] = set()
+    for a in n.attribute:
+        for sub in _graphs_of(a):
+            implicit |= _subgraph_free_names(sub)
+    name = n.name or f"{n.op_type}_{i}"
+    return Node(name, n.op_type, list(n.input), list(n.output), decode_attrs(n),
+                "" if n.domain == "ai.onnx" else n.domain, sorted(implicit - set(n.input)), n)
+
+
+def check_opsets(model: onnx.ModelProto, where: str) -> dict[str, int]:
+    """Opset per domain; a default-domain opset newer than onnx knows is an error."""
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    newest = onnx.defs.onnx_opset_version()
+    if opsets.get("", 0) > newest:
+        raise ModelLoadError(f"{where}: opset {opsets['']} is newer than the installed onnx knows ({newest})")
+    opsets.setdefault("", newest)
+    return opsets
+
+
+def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
+    """Build the IR from a ModelProto: constants folded in, nodes sorted, verified."""
+    g = model.graph
+    graph = Graph(g.name or Path(source).stem, source=source, opsets=check_opsets(model, source),
+                  functions=list(model.functions))
+    for init in g.initializer:
+        try:
+            arr = numpy_helper.to_array(init)
+        except (ValueError, TypeError) as e:
+            raise ModelLoadError(f"{source}: initializer {init.name!r} is malformed: {e}") from None
+        graph.values[init.name] = Value(init.name, TensorType(arr.dtype, arr.shape), arr)
+    if len(g.sparse_initializer):
+        raise ModelLoadError(f"{source}: sparse initializers are not supported; densify them first")
+    for vi in g.input:
+        if vi.name in graph.values:  # old-style graphs list initializers as inputs too
+            continue
+        graph.inputs.append(vi.name)
+        graph.values[vi.name] = Value(vi.name, tensor_type(vi.type))
+    for i, n in enumerate(g.node):
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.output) == 1:
+            arr = _constant_value(n)
+            if arr is not None:
+                graph.values[n.output[0]] = Value(n.output[0], TensorType(arr.dtype, arr.shape), arr)
+                continue
+        graph.nodes.append(_to_node(i, n))
+        for o in n.output:
+            if o:
+                graph.value(o)
+    for vi in list(g.value_info) + list(g.output):
+        v = graph.value(vi.name)
+        if v.const is None and vi.type.WhichOneof("value"):
+            v.type = tensor_type(vi.type)
+    graph.outputs = [o.name for o in g.output]
+    _check_names(graph, source)
+    topological_sort(graph)
+    verify(graph)
+    return graph
+
+
+def _check_names(graph: Graph, where: str) -> None:
+    seen: set[str] = set()
+    for o in graph.outputs:
+        if o in seen:
+            raise ModelLoadError(f"{where}: graph output {o!r} is listed twice")
+        seen.add(o)
+
+
+def load_onnx(src: Any) -> Graph:
+    """Load a path, bytes or ModelProto as a Graph."""
+    if isinstance(src, onnx.ModelProto):
+        return from_onnx(src, src.graph.name or "<model>")
+    if isinstance(src, (bytes, bytearray)):
+        return from_onnx(parse_model(bytes(src)), "<bytes>")
+    return from_onnx(read_model(src), str(src))

@@ -1,0 +1,63 @@
+"""Cost rules: the work a node does (flops, bytes moved), its unit and its tiling.
+
+The simulator turns these into time with the device profile's roofline, so the
+numbers here are counts, never times.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+CUBE_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul",
+            "QLinearConv", "ConvInteger", "Einsum"}
+FRACTAL = 16           # the cube works on 16x16x16 fractals
+VECTOR_TILE_BYTES = 32 * 1024   # assumption: a vector core processes its UB in ~32 KiB tiles
+MAX_BLOCK_DIM = 65535
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    flops: float
+    bytes: float
+    unit: str
+    block_dim: int
+
+
+def _numel(shape: tuple[int, ...] | None) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def _matmul_mnk(op: str, ins: list, out: tuple[int, ...], attrs: dict) -> tuple[int, int, int]:
+    """(M, N, K) of a cube op; M folds batch and spatial dims of the output."""
+    if op in ("Conv", "QLinearConv", "ConvInteger"):
+        w = ins[1] or (1, 1, 1)
+        k = _numel(w[1:])
+        return _numel(out) // max(out[1] if len(out) > 1 else 1, 1), out[1] if len(out) > 1 else 1, k
+    if op == "ConvTranspose":
+        w = ins[1] or (1, 1, 1)
+        return _numel(ins[0]) // max(w[0], 1), _numel(w[1:]) * attrs.get("group", 1), w[0]
+    a = ins[0] or (1,)
+    k = a[-1] if a else 1
+    if op == "Gemm" and attrs.get("transA", 0) and len(a) == 2:
+        k = a[0]
+    n = out[-1] if out else 1
+    return max(_numel(out) // max(n, 1), 1), n, k
+
+
+def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_bytes: int,
+              attrs: dict, on_aicpu: bool) -> Cost:
+    """The cost of one node from the static shapes of its inputs and outputs."""
+    moved = float(in_bytes + out_bytes)
+    out = tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else ()
+    if on_aicpu:
+        return Cost(float(_numel(out)), moved, "aicpu", 1)
+    if op in CUBE_OPS and out:
+        m, n, k = _matmul_mnk(op, in_shapes, out, attrs)
+        tiles = math.ceil(m / FRACTAL) * math.ceil(n / FRACTAL)
+        return Cost(2.0 * m * n * k, moved, "cube", max(1, min(tiles, MAX_BLOCK_DIM)))
+    work = max(sum(_numel(s) for s in in_shapes if s is not None), sum(_numel(s) for s in out_shapes if s is not None))
+    blocks = math.ceil(max(out_bytes, 1) / VECTOR_TILE_BYTES)
+    return Cost(float(work), moved, "vector", max(1, min(blocks, MAX_BLOCK_DIM)))

@@ -1,0 +1,60 @@
+"""Run one node on the host: its own kernel if one serves the case, else the fallback."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from graphexec.errors import KernelError, UnsupportedOpError
+from graphexec.ir import Graph, Node
+from graphexec.kernels import registry
+from graphexec.kernels.fallback import Fallback, is_known
+from graphexec.kernels.registry import OpContext, Unsupported, as_outputs
+
+Runner = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class NodeRunner:
+    """Computes a node's outputs from a dict of its input values.
+
+    Built once per node at compile time; ``uses_fallback`` tells lowering whether the
+    node runs as an own (AI-core) kernel or through the reference (AI-CPU).
+    """
+
+    def __init__(self, node: Node, graph: Graph) -> None:
+        self.node = node
+        self.fn = registry.lookup(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
+        self.ctx = OpContext(node.op, node.attrs, graph.opsets.get(node.domain or "", 1),
+                             len(node.outputs), node.name)
+        if self.fn is None and not is_known(node, graph):
+            raise UnsupportedOpError(f"{graph.source}: node {node}: no kernel or fallback knows op "
+                                     f"{node.domain or 'ai.onnx'}::{node.op}")
+        self._graph = graph
+        self._fallback: Fallback | None = None
+        self.uses_fallback = self.fn is None
+
+    def fallback(self) -> Fallback:
+        if self._fallback is None:
+            self._fallback = Fallback(self.node, self._graph)
+        return self._fallback
+
+    def __call__(self, values: dict[str, Any]) -> dict[str, Any]:
+        node = self.node
+        if self.fn is not None and not self.uses_fallback:
+            args = [values[n] if n else None for n in node.inputs]
+            try:
+                outs = as_outputs(self.fn(self.ctx, *args))
+                return {o: v for o, v in zip(node.outputs, outs) if o}
+            except Unsupported:
+                self.uses_fallback = True  # this case is the reference's, now and on later runs
+            except (ValueError, TypeError, IndexError, FloatingPointError) as e:
+                shapes = ", ".join(f"{np.shape(a)}" for a in args if a is not None)
+                raise KernelError(f"node {node}: kernel {node.op} failed on inputs {shapes}: {e}") from None
+        try:
+            return self.fallback()(values)
+        except UnsupportedOpError:
+            raise
+        except Exception as e:  # noqa: BLE001  (the reference raises anything)
+            raise KernelError(f"node {node}: {node.op} failed in the onnx reference fallback: "
+                              f"{type(e).__name__}: {e}") from None

@@ -1,0 +1,178 @@
+"""Pooling: MaxPool (with Indices), AveragePool, LpPool, GlobalAverage/MaxPool.
+
+Windowed pools loop over kernel taps only (9 for 3x3), each a strided view of the
+padded input, so the work is vectorized over every output pixel. Window geometry
+(pads, auto_pad, ceil_mode) is shared with Conv.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from graphexec.kernels.conv import pad_for_windows, spatial_ints, tap_slices, window_geometry
+from graphexec.kernels.registry import OpContext, Unsupported, register
+
+_FLOATS = (np.float16, np.float32, np.float64)
+_MAX_TYPES = _FLOATS + (np.int8, np.uint8)
+
+
+def _setup(ctx: OpContext, x: np.ndarray, dilations: bool = True) -> tuple[list[int], ...]:
+    """kernel, strides, dilations, out shape, pads_begin, pads_end of a windowed pool."""
+    nd = x.ndim - 2
+    if nd < 1:
+        raise Unsupported(f"{ctx.op}: rank {x.ndim}")
+    kernel = [int(k) for k in ctx.attr("kernel_shape")]
+    if len(kernel) != nd:
+        raise Unsupported(f"{ctx.op}: kernel_shape {kernel} vs rank {x.ndim}")
+    strides = spatial_ints(ctx, "strides", nd, 1)
+    dil = spatial_ints(ctx, "dilations", nd, 1) if dilations else [1] * nd
+    ceil_mode = bool(ctx.attr("ceil_mode", 0))
+    out, pb, pe = window_geometry(ctx, x.shape[2:], kernel, strides, dil, ceil_mode)
+    return kernel, strides, dil, out, pb, pe
+
+
+def _axis_counts(n: int, out: int, pb: int, stride: int, k: int, d: int, lo: int, hi: int) -> np.ndarray:
+    """Per output position along one axis: how many of its taps fall in [lo, hi)."""
+    pos = np.arange(out)[:, None] * stride - pb + np.arange(k)[None, :] * d
+    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def _counts(in_sp: Sequence[int], out: list[int], pb: list[int], pe: list[int], strides: list[int],
+            kernel: list[int], dil: list[int], include_pad: bool) -> np.ndarray:
+    """Divisor of each output pixel: a product of per-axis counts, since the valid region is a box."""
+    total = np.ones((), dtype=np.int64)
+    for i, n in enumerate(in_sp):
+        lo, hi = (-pb[i], n + pe[i]) if include_pad else (0, n)
+        c = _axis_counts(n, out[i], pb[i], strides[i], kernel[i], dil[i], lo, hi)
+        total = np.multiply.outer(total, c)
+    return total
+
+
+def _window_sum(xp: np.ndarray, out: list[int], strides: list[int], kernel: list[int],
+                dil: list[int]) -> np.ndarray:
+    """Sum of each window of the zero-padded input."""
+    acc = np.zeros(xp.shape[:2] + tuple(out), dtype=xp.dtype)
+    for _, sl in tap_slices(out, strides, kernel, dil):
+        acc += xp[(slice(None), slice(None)) + sl]
+    return acc
+
+
+def _float_input(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """The input in its compute dtype: float16 is summed in float32."""
+    if x.dtype.type not in _FLOATS:
+        raise Unsupported(f"{ctx.op}: dtype {x.dtype}")
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+@register("AveragePool")
+def average_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """Window mean; the divisor counts pads only with count_include_pad (never ceil_mode overhang)."""
+    xf = _float_input(ctx, x)
+    kernel, strides, dil, out, pb, pe = _setup(ctx, x)
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    xp = pad_for_windows(xf, out, pb, strides, eff, 0)
+    total = _window_sum(xp, out, strides, kernel, dil)
+    include = bool(ctx.attr("count_include_pad", 0))
+    cnt = _counts(x.shape[2:], out, pb, pe, strides, kernel, dil, include)
+    if cnt.min() < 1:
+        raise Unsupported("AveragePool: a window lies entirely in padding")
+    return (total / cnt.astype(xf.dtype)).astype(x.dtype, copy=False)
+
+
+@register("LpPool", since=2)
+def lp_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """(sum |x|^p)^(1/p) over each window; padding contributes zeros."""
+    xf = _float_input(ctx, x)
+    p = ctx.attr("p", 2)
+    kernel, strides, dil, out, pb, _ = _setup(ctx, x)
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    powered = xf * xf if p == 2 else np.abs(xf) ** xf.dtype.type(p)
+    total = _window_sum(pad_for_windows(powered, out, pb, strides, eff, 0), out, strides, kernel, dil)
+    y = np.sqrt(total) if p == 2 else total ** xf.dtype.type(1.0 / p)
+    return y.astype(x.dtype, copy=False)
+
+
+def _lowest(dtype: np.dtype) -> float | int:
+    """The padding value a max can never pick."""
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _max_with_indices(ctx: OpContext, x: np.ndarray, kernel: list[int], strides: list[int],
+                      dil: list[int], out: list[int], pb: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Max and the flat index of the first maximal element (row- or column-major per storage_order)."""
+    nd = len(out)
+    sp = x.shape[2:]
+    order = int(ctx.attr("storage_order", 0))
+    if order not in (0, 1):
+        raise Unsupported(f"MaxPool: storage_order={order}")
+    place = [int(np.prod(sp[i + 1:] if order == 0 else sp[:i])) for i in range(nd)]
+    best = np.full(x.shape[:2] + tuple(out), _lowest(x.dtype), dtype=x.dtype)
+    idx = np.full(best.shape, -1, dtype=np.int64)
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    xp = pad_for_windows(x, out, pb, strides, eff, _lowest(x.dtype))
+    grids = [np.arange(o) * s - b for o, s, b in zip(out, strides, pb)]
+    for tap, sl in tap_slices(out, strides, kernel, dil):
+        pos = [g + t * d for g, t, d in zip(grids, tap, dil)]
+        valid = np.ones((), dtype=bool)
+        flat = np.zeros((), dtype=np.int64)
+        for q, pl, n in zip(pos, place, sp):
+            valid = np.logical_and.outer(valid, (q >= 0) & (q < n))
+            flat = np.add.outer(flat, q * pl)
+        v = xp[(slice(None), slice(None)) + sl]
+        take = valid & ((idx < 0) | (v > best))
+        np.copyto(best, v, where=take)
+        np.copyto(idx, np.broadcast_to(flat, idx.shape), where=take)
+    base = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2] + (1,) * nd)
+    return best, idx + base * int(np.prod(sp))
+
+
+@register("MaxPool")
+def max_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Window max ignoring padding (NaN never wins, as in onnxruntime); optional Indices output."""
+    if x.dtype.type not in _MAX_TYPES:
+        raise Unsupported(f"MaxPool: dtype {x.dtype}")
+    kernel, strides, dil, out, pb, pe = _setup(ctx, x)
+    if _counts(x.shape[2:], out, pb, pe, strides, kernel, dil, False).min() < 1:
+        raise Unsupported("MaxPool: a window lies entirely in padding")
+    if ctx.num_outputs > 1:
+        if ctx.opset < 8:
+            raise Unsupported("MaxPool: Indices before opset 8")
+        return _max_with_indices(ctx, x, kernel, strides, dil, out, pb)
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    xp = pad_for_windows(x, out, pb, strides, eff, _lowest(x.dtype))
+    acc = np.full(x.shape[:2] + tuple(out), _lowest(x.dtype), dtype=x.dtype)
+    for _, sl in tap_slices(out, strides, kernel, dil):
+        np.fmax(acc, xp[(slice(None), slice(None)) + sl], out=acc)
+    return acc
+
+
+def _check_global(ctx: OpContext, x: np.ndarray, types: tuple) -> tuple[int, ...]:
+    """Spatial axes of a global pool, after the dtype check."""
+    if x.dtype.type not in types or x.ndim < 3:
+        raise Unsupported(f"{ctx.op}: dtype {x.dtype} rank {x.ndim}")
+    return tuple(range(2, x.ndim))
+
+
+@register("GlobalAveragePool")
+def global_average_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """Mean over all spatial axes, kept as size-1 axes."""
+    axes = _check_global(ctx, x, _FLOATS)
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    return x.mean(axis=axes, keepdims=True, dtype=acc).astype(x.dtype, copy=False)
+
+
+@register("GlobalMaxPool")
+def global_max_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """Max over all spatial axes, kept as size-1 axes."""
+    return x.max(axis=_check_global(ctx, x, _FLOATS), keepdims=True)
+
+
+@register("GlobalLpPool", since=2)
+def global_lp_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """(sum |x|^p)^(1/p) over all spatial axes."""
+    axes = _check_global(ctx, x, _FLOATS)
+    xf = x.astype(np.float32) if x.dtype == np.float16 else x
+    p = xf.dtype.type(ctx.attr("p", 2))
+    return (np.sum(np.abs(xf) ** p, axis=axes, keepdims=True) ** (1 / p)).astype(x.dtype, copy=False)

@@ -1,0 +1,118 @@
+"""Shape inference and constant folding for one input-shape signature.
+
+onnx's shape inference (with data propagation) gives most types; folding turns
+subgraphs whose inputs are all constant (weights built by ConstantOfShape, shape
+arithmetic) into constants, which in turn lets inference resolve more shapes. The
+two alternate until nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+
+from graphexec.frontend.export import to_onnx, value_info
+from graphexec.frontend.onnx import tensor_type
+from graphexec.ir import Graph, Node, TensorType
+from graphexec.kernels.dispatch import NodeRunner
+from graphexec.passes.base import CompileState, Pass, PassResult
+
+log = logging.getLogger(__name__)
+
+_RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+               "Multinomial", "Bernoulli"}
+_SMALL_CONST = 4096  # constants up to this many elements go to inference as data
+
+
+def infer_types(graph: Graph) -> bool:
+    """Run onnx shape inference; store every newly known type. True if any changed."""
+    small = {n: c for n, c in graph.constants.items()
+             if isinstance(c, np.ndarray) and c.size <= _SMALL_CONST and c.dtype != object}
+    model = to_onnx(graph, with_constants=False)
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(c, n) for n, c in small.items())
+    model.graph.input.extend(value_info(n, graph.values[n].type) for n in graph.constants if n not in small)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as e:  # noqa: BLE001  (inference is best effort; kernels decide at run time)
+        log.debug("shape inference failed on %s: %s", graph.source, e)
+        return False
+    changed = False
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        v = graph.values.get(vi.name)
+        if v is None or v.const is not None:
+            continue
+        t = tensor_type(vi.type)
+        if _better(t, v.type):
+            v.type = t
+            changed = True
+    return changed
+
+
+def _better(new: TensorType, old: TensorType) -> bool:
+    if new.is_static and not old.is_static:
+        return True
+    if old.dtype is None and new.dtype is not None:
+        return True
+    return old.shape is None and new.shape is not None
+
+
+def _foldable(node: Node, graph: Graph) -> bool:
+    if node.op in _RANDOM_OPS or node.domain not in ("", "ai.onnx"):
+        return False
+    consts = graph.constants
+    if all(n in consts for n in node.all_inputs):
+        return True
+    if node.op in ("Shape", "Size") and node.inputs and graph.values[node.inputs[0]].type.is_static:
+        return True
+    return False
+
+
+def _shape_only(node: Node, graph: Graph) -> dict[str, np.ndarray]:
+    t = graph.values[node.inputs[0]].type
+    shape = np.array(t.shape, dtype=np.int64)
+    if node.op == "Size":
+        return {node.outputs[0]: np.array(shape.prod(), dtype=np.int64)}
+    start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
+    return {node.outputs[0]: shape[slice(start, end)]}
+
+
+def fold_constants(graph: Graph) -> bool:
+    """Evaluate nodes with constant inputs at compile time. True if any folded."""
+    kept, folded = [], False
+    for node in graph.nodes:
+        if not _foldable(node, graph):
+            kept.append(node)
+            continue
+        if node.op in ("Shape", "Size") and node.inputs[0] not in graph.constants:
+            outs = _shape_only(node, graph)
+        else:
+            outs = NodeRunner(node, graph)(graph.constants)
+        for name, arr in outs.items():
+            v = graph.values[name]
+            v.const = arr
+            if isinstance(arr, np.ndarray):
+                v.type = TensorType(arr.dtype, arr.shape)
+        folded = True
+    graph.nodes = kept
+    return folded
+
+
+class ShapeInference(Pass):
+    """Bind the feed shapes, then alternate folding and inference to a fixed point."""
+
+    name = "shapes"
+
+    def call(self, state: CompileState) -> PassResult:
+        graph = state.graph
+        for name, t in (state.options.input_types if state.options else {}).items():
+            graph.values[name].type = t
+        changed = False
+        for _ in range(4):
+            step = fold_constants(graph) if state.options is None or state.options.fold else False
+            step = infer_types(graph) or step
+            changed |= step
+            if not step:
+                break
+        return PassResult(state, changed)

@@ -1,0 +1,53 @@
+"""The timeline as a Chrome trace (Trace Event Format), one track per stream.
+
+pid 0 is the host (its launch calls), pid 1 the device with one thread per stream;
+flow arrows go from each launch to the task it enqueued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HOST_PID, DEVICE_PID = 0, 1
+_CAT = {"kernel": "kernel", "memcpy": "memcpy", "record": "event", "wait": "event", "callback": "callback"}
+
+
+def _task_event(t: Any) -> dict[str, Any]:
+    ev: dict[str, Any] = {"ph": "X", "cat": _CAT.get(t.kind, t.kind), "name": t.name, "ts": t.start_t,
+                          "dur": t.end_t - t.start_t, "pid": DEVICE_PID, "tid": t.stream.id}
+    task = t.meta.get("task")
+    if t.kind == "kernel":
+        node = getattr(task, "node", None)
+        ev["args"] = {"node": t.name, "op": getattr(task, "op", t.meta.get("op", "")),
+                      "inputs": list(node.all_inputs) if node is not None else t.meta.get("inputs", []),
+                      "outputs": [o for o in node.outputs if o] if node is not None else t.meta.get("outputs", []),
+                      "cores": t.max_cores, "block_dim": t.block_dim, "unit": t.unit}
+    elif t.kind in ("record", "wait"):
+        ev["args"] = {"event": t.event.id, "kind": t.kind}
+    elif t.kind == "memcpy":
+        ev["args"] = {"bytes": t.bytes, "kind": t.copy_kind}
+    return ev
+
+
+def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
+    """The run that just finished on ``dev`` as ``{"traceEvents": [...]}``."""
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0, "args": {"name": "host"}},
+        {"ph": "M", "name": "process_name", "pid": DEVICE_PID, "tid": 0, "args": {"name": f"device ({name})"}},
+        {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": 0, "args": {"name": "launch thread"}},
+    ]
+    for s in dev.sim.streams:
+        events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": s.id,
+                       "args": {"name": f"stream {s.id}"}})
+    for t in sorted(dev.sim.finished, key=lambda t: (t.start_t, t.seq)):
+        events.append(_task_event(t))
+    for i, launch in enumerate(dev.launches):
+        t = launch.task
+        events.append({"ph": "X", "cat": "launch", "name": f"launch {t.name}", "ts": launch.start,
+                       "dur": launch.end - launch.start, "pid": HOST_PID, "tid": 0})
+        if t.start_t is not None:
+            events.append({"ph": "s", "cat": "flow", "name": "launch", "id": t.seq, "ts": launch.end,
+                           "pid": HOST_PID, "tid": 0})
+            events.append({"ph": "f", "bp": "e", "cat": "flow", "name": "launch", "id": t.seq,
+                           "ts": t.start_t, "pid": DEVICE_PID, "tid": t.stream.id})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}

@@ -1,0 +1,1 @@
+"""The emulated device runtime: profiles, memory, streams, events, simulation."""
