@@ -64,7 +64,7 @@ def signature(types: Mapping[str, TensorType]) -> tuple:
 
 
 def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
-    """Deterministic inputs from the declared shapes (symbolic dims need ``shapes``).
+    """Deterministic inputs from the declared shapes; a symbolic dim not in ``shapes`` is 1.
 
     Floats are ``arange(n) / n`` reshaped (the light models' convention), integers
     count modulo 10, booleans alternate.
@@ -76,8 +76,7 @@ def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = N
         shape = shapes.get(name, t.shape)
         if t.kind != "tensor" or t.dtype is None or shape is None:
             raise FeedError(f"input {name!r} has no declared type and shape; give one with --shape or --input")
-        if any(not isinstance(d, int) or d < 0 for d in shape):
-            raise FeedError(f"input {name!r} has symbolic shape {_fmt(tuple(shape))}; give it with --shape {name}=...")
+        shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
         n = int(np.prod(shape, dtype=np.int64))
         base = np.arange(n, dtype=np.float64)
         if t.dtype.kind == "f":

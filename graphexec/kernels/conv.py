@@ -173,23 +173,26 @@ def _transpose_geometry(ctx: OpContext, in_sp: Sequence[int], kernel: list[int],
     out_shape = ctx.attrs.get("output_shape")
     if out_shape is not None:
         out_shape = [int(v) for v in out_shape]
-        if len(out_shape) != nd:
-            raise Unsupported(f"ConvTranspose: output_shape={out_shape}")
-        if any(ctx.attrs.get("pads") or []):
-            raise Unsupported("ConvTranspose: both pads and output_shape")
+        if len(out_shape) != nd or any(ctx.attrs.get("pads") or []):
+            raise Unsupported(f"ConvTranspose: output_shape={out_shape} with pads={ctx.attrs.get('pads')}")
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         out_shape = [n * s for n, s in zip(in_sp, strides)]
+        if any(o > f for o, f in zip(out_shape, full)):
+            raise Unsupported("ConvTranspose: SAME output beyond the full result (onnxruntime clamps it)")
     if out_shape is None:
         pb, pe = explicit_pads(ctx, nd) if auto_pad in ("NOTSET", "") else ([0] * nd, [0] * nd)
-        total = [b + e for b, e in zip(pb, pe)]
+        if min(pb + pe, default=0) < 0:
+            raise Unsupported(f"ConvTranspose: negative pads {pb + pe}")
+        out = [f - b - e for f, b, e in zip(full, pb, pe)]
     else:
         total = [f - o for f, o in zip(full, out_shape)]
         pb = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
-        pe = [t - b for t, b in zip(total, pb)]
-    # Negative padding: onnxruntime rejects or clamps it while the spec crops; leave it to the fallback.
-    if min(pb + pe, default=0) < 0:
-        raise Unsupported(f"ConvTranspose: negative padding {pb}/{pe}")
-    out = [f - t for f, t in zip(full, total)]
+        if auto_pad in ("NOTSET", ""):  # output_shape past the full result only appends zeros
+            pb = [max(0, b) for b in pb]
+        out = out_shape
+        # A negative begin pad (SAME_*) is where onnxruntime and the reference disagree.
+        if min(pb, default=0) < 0:
+            raise Unsupported(f"ConvTranspose: output_shape {out_shape} needs a negative begin pad")
     if min(out, default=1) < 1:
         raise Unsupported(f"ConvTranspose: empty output {out}")
     return out, pb
@@ -220,7 +223,8 @@ def conv_transpose(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray |
     xs = x.astype(cdt, copy=False).reshape(n, groups, c // groups, -1)
     cols = np.matmul(wt, xs).reshape((n, groups * mg) + tuple(kernel) + tuple(in_sp))
     full = [(i - 1) * s + (kk - 1) * d + 1 for i, s, kk, d in zip(in_sp, strides, kernel, dil)]
-    buf = np.zeros((n, groups * mg) + tuple(f + op for f, op in zip(full, opad)), dtype=cdt)
+    size = [max(f + op, p + o) for f, op, p, o in zip(full, opad, pb, out)]
+    buf = np.zeros((n, groups * mg) + tuple(size), dtype=cdt)
     for tap in product(*(range(kk) for kk in kernel)):
         sl = tuple(slice(t * d, t * d + (i - 1) * s + 1, s) for t, d, i, s in zip(tap, dil, in_sp, strides))
         buf[(slice(None), slice(None)) + sl] += cols[(slice(None), slice(None)) + tap]

@@ -251,7 +251,7 @@ _variadic("Mean", np.add, "f", mean=True)
 @_kernel("Where", since=9)
 def where(ctx: OpContext, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     _check("Where", "b", cond)
-    _check("Where", "biufc", x, y)
+    _check("Where", "biufcOU", x, y)
     return np.where(cond, x, y)
 
 

@@ -16,7 +16,7 @@ from graphexec.errors import UnsupportedOpError
 from graphexec.ir import Graph, Node
 
 # ops onnx.reference knows in no opset table but handles anyway
-_REFERENCE_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "experimental", "com.microsoft")
+_REFERENCE_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training", "experimental")
 
 
 def is_known(node: Node, graph: Graph) -> bool:

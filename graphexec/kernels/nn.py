@@ -1,0 +1,205 @@
+"""Dense and normalization kernels: Gemm, MatMul, BatchNormalization, Softmax,
+LogSoftmax, LayerNormalization, LRN, Dropout (inference), Gelu.
+
+float16 is computed in float32 and cast back (numpy's float16 arithmetic is slow
+and less accurate); python-float attributes never promote float32 to float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from graphexec.kernels.registry import OpContext, Unsupported, register
+
+_FLOATS = (np.float16, np.float32, np.float64)
+_MATMUL_TYPES = _FLOATS + (np.int32, np.int64, np.uint32, np.uint64)
+
+
+def _work(x: np.ndarray, op: str, types: tuple = _FLOATS) -> np.ndarray:
+    """``x`` in its compute dtype (float16 -> float32); other dtypes go to the fallback."""
+    if x.dtype.type not in types:
+        raise Unsupported(f"{op}: dtype {x.dtype}")
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+@register("MatMul")
+def matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy matmul has exactly ONNX's broadcasting and 1-d promotion rules."""
+    if a.dtype != b.dtype:
+        raise Unsupported(f"MatMul: mixed dtypes {a.dtype}/{b.dtype}")
+    return np.matmul(_work(a, "MatMul", _MATMUL_TYPES), _work(b, "MatMul", _MATMUL_TYPES)).astype(a.dtype, copy=False)
+
+
+@register("Gemm")
+def gemm(ctx: OpContext, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+    """alpha * A' @ B' + beta * C with C unidirectionally broadcast."""
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype:
+        raise Unsupported(f"Gemm: shapes {a.shape}/{b.shape} dtypes {a.dtype}/{b.dtype}")
+    alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
+    if a.dtype.kind != "f" and (alpha != 1.0 or beta != 1.0):
+        raise Unsupported("Gemm: integer inputs with alpha/beta != 1")
+    wa, wb = _work(a, "Gemm", _MATMUL_TYPES), _work(b, "Gemm", _MATMUL_TYPES)
+    y = np.matmul(wa.T if ctx.attr("transA", 0) else wa, wb.T if ctx.attr("transB", 0) else wb)
+    if alpha != 1.0:
+        y *= alpha
+    if c is not None and beta != 0.0:
+        if ctx.opset < 7 and not ctx.attr("broadcast", 0) and c.shape != y.shape:
+            raise Unsupported("Gemm: broadcast=0 with a C of another shape")
+        if np.broadcast_shapes(c.shape, y.shape) != y.shape:
+            raise Unsupported(f"Gemm: C {c.shape} does not broadcast to {y.shape}")
+        y += _work(c, "Gemm", _MATMUL_TYPES) * beta if beta != 1.0 else c
+    return y.astype(a.dtype, copy=False)
+
+
+@register("BatchNormalization")
+def batch_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray,
+               mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Inference form (x - mean) / sqrt(var + eps) * scale + B per channel (axis 1)."""
+    if ctx.opset < 7 and not ctx.attr("is_test", 0):
+        raise Unsupported("BatchNormalization: is_test=0 means training statistics")
+    if ctx.opset < 9 and not ctx.attr("spatial", 1):
+        raise Unsupported("BatchNormalization: spatial=0")
+    if ctx.attr("training_mode", 0) or ctx.num_outputs > 1:
+        raise Unsupported("BatchNormalization: training mode / running-statistics outputs")
+    if x.ndim < 2:
+        raise Unsupported(f"BatchNormalization: rank {x.ndim}")
+    xw = _work(x, "BatchNormalization")
+    for p in (scale, b, mean, var):
+        _work(p, "BatchNormalization")
+    dt = np.result_type(xw, scale, b, mean, var, np.float32)
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    p = [np.asarray(v, dtype=dt).reshape(shape) for v in (scale, b, mean, var)]
+    inv = p[0] / np.sqrt(p[3] + dt.type(ctx.attr("epsilon", 1e-5)))
+    y = xw - p[2] if xw.dtype == dt else xw.astype(dt) - p[2]
+    y *= inv
+    y += p[1]
+    return y.astype(x.dtype, copy=False)
+
+
+def _softmax_frame(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(view, axis) to normalize over: opset < 13 flattens to 2-d at ``axis``, 13+ is per-axis."""
+    axis = int(ctx.attr("axis", 1 if ctx.opset < 13 else -1))
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise Unsupported(f"{ctx.op}: axis {axis} for rank {x.ndim}")
+    axis %= max(x.ndim, 1)
+    xw = _work(x, ctx.op)
+    if ctx.opset < 13:
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        return xw.reshape(rows, -1), 1
+    return xw, axis
+
+
+@register("Softmax")
+def softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """exp(x - max) / sum, shifted by the max for stability."""
+    v, axis = _softmax_frame(ctx, x)
+    e = np.exp(v - v.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    return e.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+@register("LogSoftmax")
+def log_softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """(x - max) - log(sum(exp(x - max)))."""
+    v, axis = _softmax_frame(ctx, x)
+    s = v - v.max(axis=axis, keepdims=True)
+    s -= np.log(np.exp(s).sum(axis=axis, keepdims=True))
+    return s.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+@register("LayerNormalization", since=17)
+def layer_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray | None = None):
+    """Normalize over axes [axis, rank); statistics in float32 (stash_type=1) or wider."""
+    if int(ctx.attr("stash_type", 1)) != 1:
+        raise Unsupported("LayerNormalization: stash_type != 1")
+    if ctx.num_outputs > 1 and x.dtype != np.float32:
+        raise Unsupported("LayerNormalization: Mean/InvStdDev dtype for non-float32 input")
+    axis = int(ctx.attr("axis", -1))
+    if not -x.ndim <= axis < x.ndim:
+        raise Unsupported(f"LayerNormalization: axis {axis} for rank {x.ndim}")
+    axis %= x.ndim
+    xw = _work(x, "LayerNormalization")
+    red = tuple(range(axis, x.ndim))
+    mean = xw.mean(axis=red, keepdims=True)
+    d = xw - mean
+    var = np.mean(d * d, axis=red, keepdims=True)
+    inv = 1 / np.sqrt(var + xw.dtype.type(ctx.attr("epsilon", 1e-5)))
+    y = d * inv * _work(scale, "LayerNormalization")
+    if b is not None:
+        y += _work(b, "LayerNormalization")
+    y = y.astype(x.dtype, copy=False)
+    return (y, mean, inv)[:max(ctx.num_outputs, 1)] if ctx.num_outputs > 1 else y
+
+
+@register("LRN")
+def lrn(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """x / (bias + alpha/size * sum of squares over a channel window) ** beta."""
+    if x.ndim < 3:
+        raise Unsupported(f"LRN: rank {x.ndim}")
+    size = int(ctx.attr("size"))
+    xw = _work(x, "LRN")
+    alpha, beta, bias = (float(ctx.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = xw * xw
+    pad = np.zeros((x.shape[0], x.shape[1] + size - 1) + x.shape[2:], dtype=xw.dtype)
+    pad[:, before:before + x.shape[1]] = sq
+    ssum = pad[:, 0:x.shape[1]].copy()
+    for j in range(1, before + after + 1):
+        ssum += pad[:, j:j + x.shape[1]]
+    return (xw / (bias + (alpha / size) * ssum) ** beta).astype(x.dtype, copy=False)
+
+
+@register("Dropout")
+def dropout(ctx: OpContext, x: np.ndarray, ratio: np.ndarray | None = None,
+            training_mode: np.ndarray | None = None):
+    """Inference is the identity; the mask (opset 10+) is all True."""
+    if ctx.opset < 7 and not ctx.attr("is_test", 0):
+        raise Unsupported("Dropout: is_test=0 (training) before opset 7")
+    if training_mode is not None and bool(np.asarray(training_mode)):
+        r = 0.5 if ratio is None else float(np.asarray(ratio))
+        if r != 0.0:
+            raise Unsupported("Dropout: training_mode with ratio > 0 is random")
+    if ctx.num_outputs < 2:
+        return x.copy()
+    if ctx.opset < 10:
+        raise Unsupported("Dropout: mask of type T before opset 10")
+    return x.copy(), np.ones(x.shape, dtype=bool)
+
+
+def _erfc(z: np.ndarray) -> np.ndarray:
+    """Complementary error function, fractional error < 1.2e-7 everywhere (Numerical Recipes erfcc).
+
+    Relative accuracy in the tails keeps Gelu of large negative inputs accurate.
+    """
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.5 * a)
+    coef = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+            -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
+    poly = np.zeros_like(t)
+    for c in coef:
+        poly = poly * t + c
+    r = t * np.exp(-a * a + poly)
+    return np.where(z >= 0, r, 2.0 - r)
+
+
+@register("Gelu", since=20)
+def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x/sqrt2)), or the tanh form written as x * sigmoid(2u) to avoid cancellation."""
+    approx = ctx.attr("approximate", "none")
+    if x.dtype.type not in _FLOATS:
+        raise Unsupported(f"Gelu: dtype {x.dtype}")
+    xd = x.astype(np.float64)
+    if approx == "tanh":
+        u = math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)
+        with np.errstate(over="ignore"):
+            y = xd / (1.0 + np.exp(-2.0 * u))
+    elif approx == "none":
+        z = -xd / math.sqrt(2)
+        # float64 needs full precision: math.erfc per element; narrower floats use the fast approximation.
+        e = np.frompyfunc(math.erfc, 1, 1)(z).astype(np.float64) if x.dtype == np.float64 else _erfc(z)
+        y = 0.5 * xd * e
+    else:
+        raise Unsupported(f"Gelu: approximate={approx!r}")
+    return y.astype(x.dtype)

@@ -20,15 +20,19 @@ _AXES_INPUT_SINCE = {"ReduceSum": 13}  # every other Reduce* takes axes as an in
 Axes = tuple[int, ...] | None
 
 
-def _axes(op: str, ctx: OpContext, x: np.ndarray, axes_in: np.ndarray | None) -> Axes | str:
-    """Normalized axes: a tuple, None for "all", or "noop" for an identity."""
+def _axes(op: str, ctx: OpContext, x: np.ndarray, axes_in: np.ndarray | None) -> Axes:
+    """Normalized axes: a tuple, None for "all".
+
+    noop_with_empty_axes gives ``()``, numpy's empty reduction: composite reductions
+    still apply their elementwise steps (ReduceSumSquare squares), as the spec says.
+    """
     if ctx.opset >= _AXES_INPUT_SINCE.get(op, 18):
         axes = None if axes_in is None else [int(a) for a in np.asarray(axes_in).reshape(-1)]
         noop = ctx.attr("noop_with_empty_axes", 0)
     else:
         axes, noop = ctx.attr("axes", None), 0
     if not axes:
-        return "noop" if noop else None
+        return () if noop else None
     rank = max(x.ndim, 1)
     norm = tuple(a + x.ndim if a < 0 else a for a in axes)
     if len(set(norm)) != len(norm) or any(not 0 <= a < rank for a in norm):
@@ -45,8 +49,6 @@ def _reduce_kernel(op: str, kinds: str) -> Callable[[Callable[..., np.ndarray]],
             if x.dtype.kind not in kinds:
                 raise Unsupported(f"{op}: dtype {x.dtype}")
             axes = _axes(op, ctx, x, axes_in)
-            if axes == "noop":
-                return x
             keep = bool(ctx.attr("keepdims", 1))
             with np.errstate(all="ignore"):
                 out = np.asarray(fn(x, axes, keep))

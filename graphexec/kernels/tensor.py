@@ -1,9 +1,9 @@
 """Shape and data-movement kernels: Concat, Split, Slice, Gather*, Scatter*, Pad, TopK, ...
 
 Pure data movement works on any dtype (views where numpy gives them); kernels that
-compute on values restrict themselves to plain numpy dtypes. Invalid inputs that the
-spec calls errors (bad axes, out-of-range indices) raise ``Unsupported`` so the
-reference fallback reports them the usual way.
+compute on values restrict themselves to plain numpy dtypes. Inputs the spec calls
+errors (bad axes, out-of-range indices) raise ``Unsupported`` so that the reference
+fallback reports them the usual way.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 
-def _kernel(op: str, since: int = 1, until: int = 10_000) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _kernel(op: str, since: int = 1) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn``; 0-d results are returned as ndarrays, never numpy scalars."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,65 +27,64 @@ def _kernel(op: str, since: int = 1, until: int = 10_000) -> Callable[[Callable[
                 return tuple(np.asarray(o) for o in out)
             return out if isinstance(out, np.ndarray) else np.asarray(out)
 
-        register(op, since=since, until=until)(kernel)
+        register(op, since=since)(kernel)
         return fn
 
     return wrap
 
 
+def _need(cond: Any, why: str) -> None:
+    if not cond:
+        raise Unsupported(why)
+
+
 def _axis(op: str, axis: int, rank: int) -> int:
-    if not -rank <= axis < rank:
-        raise Unsupported(f"{op}: axis {axis} out of range for rank {rank}")
+    _need(-rank <= axis < rank, f"{op}: axis {axis} out of range for rank {rank}")
     return axis + rank if axis < 0 else axis
 
 
-def _ints(x: np.ndarray | list[int] | None) -> list[int]:
+def _ints(x: Any) -> list[int]:
     return [] if x is None else [int(v) for v in np.asarray(x).reshape(-1)]
 
 
-def _num(op: str, x: np.ndarray) -> None:
-    if x.dtype.kind not in "biuf":
-        raise Unsupported(f"{op}: dtype {x.dtype}")
+def _num(op: str, *xs: np.ndarray) -> None:
+    _need(all(x.dtype.kind in "biuf" for x in xs), f"{op}: dtype {[x.dtype for x in xs]}")
 
 
 def _indices(op: str, idx: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
     """Wrap negative indices; out-of-range ones are errors left to the fallback."""
-    if idx.dtype.kind not in "iu":
-        raise Unsupported(f"{op}: index dtype {idx.dtype}")
+    _need(idx.dtype.kind in "iu", f"{op}: index dtype {idx.dtype}")
     idx = np.where(idx < 0, idx + dim, idx)
-    if idx.size and ((idx < 0) | (idx >= dim)).any():
-        raise Unsupported(f"{op}: index out of range")
+    _need(not idx.size or not ((idx < 0) | (idx >= dim)).any(), f"{op}: index out of range")
     return idx.astype(np.int64, copy=False)
 
 
 # ---------------------------------------------------------------- shape ops
-@_kernel("Identity")
+@register("Identity")
 def identity(ctx: OpContext, x: Any) -> Any:
+    """Passes tensors, sequences (lists) and optionals through untouched."""
     return x
 
 
-@_kernel("Shape")
-def shape(ctx: OpContext, x: np.ndarray) -> np.ndarray:
-    """start/end (opset 15) clamp like python slicing does."""
-    end = ctx.attr("end", None)
-    return np.array(x.shape[ctx.attr("start", 0):end], dtype=np.int64)
-
-
-@_kernel("Size")
-def size(ctx: OpContext, x: np.ndarray) -> np.ndarray:
-    return np.array(x.size, dtype=np.int64)
+_SIMPLE: dict[str, Callable[[OpContext, np.ndarray], np.ndarray]] = {
+    # Shape's start/end (opset 15) clamp exactly like python slicing.
+    "Shape": lambda ctx, x: np.array(x.shape[ctx.attr("start", 0):ctx.attr("end", None)], dtype=np.int64),
+    "Size": lambda ctx, x: np.array(x.size, dtype=np.int64),
+    "Transpose": lambda ctx, x: np.transpose(x, ctx.attr("perm", None)),
+}
+for _op, _f in _SIMPLE.items():
+    _kernel(_op)(_f)
 
 
 @_kernel("Reshape", since=5)
-def reshape(ctx: OpContext, x: np.ndarray, shape_: np.ndarray) -> np.ndarray:
+def reshape(ctx: OpContext, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """0 copies the input dim unless allowzero=1; -1 is inferred."""
-    dims = _ints(shape_)
-    if not ctx.attr("allowzero", 0):
-        if any(d == 0 and i >= x.ndim for i, d in enumerate(dims)):
-            raise Unsupported("Reshape: 0 beyond the input rank")
+    dims = _ints(shape)
+    if ctx.attr("allowzero", 0):
+        _need(not (0 in dims and -1 in dims), "Reshape: allowzero with both 0 and -1")
+    else:
+        _need(all(d != 0 or i < x.ndim for i, d in enumerate(dims)), "Reshape: 0 beyond the input rank")
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-    elif 0 in dims and -1 in dims:
-        raise Unsupported("Reshape: allowzero with both 0 and -1")
     return x.reshape(dims)
 
 
@@ -93,101 +92,74 @@ def reshape(ctx: OpContext, x: np.ndarray, shape_: np.ndarray) -> np.ndarray:
 def flatten(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     axis = ctx.attr("axis", 1)
     axis = axis + x.ndim if axis < 0 else axis
-    if not 0 <= axis <= x.ndim:
-        raise Unsupported(f"Flatten: axis {axis}")
+    _need(0 <= axis <= x.ndim, f"Flatten: axis {axis}")
     return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
-
-
-def _axes_arg(op: str, ctx: OpContext, axes: np.ndarray | None) -> list[int] | None:
-    """Axes are an attribute before opset 13 and an optional input from 13."""
-    vals = ctx.attr("axes", None) if ctx.opset < 13 else axes
-    return None if vals is None else _ints(vals)
 
 
 @_kernel("Squeeze")
 def squeeze(ctx: OpContext, x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
-    ax = _axes_arg("Squeeze", ctx, axes)
-    if not ax:
-        return np.squeeze(x)
-    ax = [_axis("Squeeze", a, x.ndim) for a in ax]
-    if len(set(ax)) != len(ax) or any(x.shape[a] != 1 for a in ax):
-        raise Unsupported(f"Squeeze: axes {ax} for shape {x.shape}")
-    return np.squeeze(x, axis=tuple(ax))
+    """Axes: attribute before opset 13, optional input from 13; none squeezes every 1."""
+    _need(ctx.opset < 13 or axes is None or axes.size, "Squeeze: empty axes input")
+    ax = [_axis("Squeeze", a, x.ndim) for a in _ints(ctx.attr("axes", None) if ctx.opset < 13 else axes)]
+    _need(len(set(ax)) == len(ax) and all(x.shape[a] == 1 for a in ax), f"Squeeze: axes {ax} for {x.shape}")
+    return np.squeeze(x, axis=tuple(ax)) if ax else np.squeeze(x)
 
 
 @_kernel("Unsqueeze")
 def unsqueeze(ctx: OpContext, x: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
-    ax = _axes_arg("Unsqueeze", ctx, axes)
-    if not ax:
-        raise Unsupported("Unsqueeze: axes required")
-    rank = x.ndim + len(ax)
-    ax = [_axis("Unsqueeze", a, rank) for a in ax]
-    if len(set(ax)) != len(ax):
-        raise Unsupported("Unsqueeze: duplicate axes")
+    ax = _ints(ctx.attr("axes", None) if ctx.opset < 13 else axes)
+    ax = [_axis("Unsqueeze", a, x.ndim + len(ax)) for a in ax]
+    _need(ax and len(set(ax)) == len(ax), f"Unsqueeze: axes {ax}")
     return np.expand_dims(x, tuple(ax))
 
 
-@_kernel("Transpose")
-def transpose(ctx: OpContext, x: np.ndarray) -> np.ndarray:
-    perm = ctx.attr("perm", None)
-    return np.transpose(x, None if perm is None else tuple(perm))
-
-
 @_kernel("Expand", since=8)
-def expand(ctx: OpContext, x: np.ndarray, shape_: np.ndarray) -> np.ndarray:
-    """Bidirectional broadcast; materialized (a broadcast view would be read-only)."""
-    out = np.broadcast_shapes(x.shape, tuple(_ints(shape_)))
-    return np.array(np.broadcast_to(x, out))
+def expand(ctx: OpContext, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Bidirectional broadcast, materialized (a broadcast view would be read-only)."""
+    return np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(_ints(shape)))))
 
 
 @_kernel("Tile", since=6)
 def tile(ctx: OpContext, x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     reps = _ints(repeats)
-    if len(reps) != x.ndim or min(reps, default=0) < 0:
-        raise Unsupported("Tile: repeats must have one non-negative entry per axis")
+    _need(len(reps) == x.ndim and min(reps, default=0) >= 0, "Tile: one non-negative repeat per axis")
     return np.tile(x, reps)
 
 
-@_kernel("ConstantOfShape")
-def constant_of_shape(ctx: OpContext, shape_: np.ndarray) -> np.ndarray:
-    value = ctx.attr("value", None)
-    value = np.zeros(1, dtype=np.float32) if value is None else np.asarray(value)
-    if value.size != 1:
-        raise Unsupported("ConstantOfShape: value must hold one element")
-    return np.full(tuple(_ints(shape_)), value.reshape(-1)[0], dtype=value.dtype)
+@_kernel("ConstantOfShape", since=9)
+def constant_of_shape(ctx: OpContext, shape: np.ndarray) -> np.ndarray:
+    value = np.asarray(ctx.attr("value", np.zeros(1, dtype=np.float32)))
+    _need(value.size == 1, "ConstantOfShape: value must hold one element")
+    return np.full(tuple(_ints(shape)), value.reshape(-1)[0], dtype=value.dtype)
 
 
 @_kernel("Concat")
 def concat(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
     xs = tuple(x for x in xs if x is not None)
-    if not xs or xs[0].ndim == 0 or any(x.dtype != xs[0].dtype for x in xs):
-        raise Unsupported("Concat: needs inputs of rank >= 1 and one dtype")
+    _need(xs and xs[0].ndim and all(x.dtype == xs[0].dtype for x in xs), "Concat: rank >= 1, one dtype")
     return np.concatenate(xs, axis=_axis("Concat", ctx.attr("axis"), xs[0].ndim))
 
 
 @_kernel("Split", since=2)
 def split(ctx: OpContext, x: np.ndarray, split_in: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """Sizes: attribute (<13) or input; else equal parts, uneven last one with num_outputs (18+)."""
+    """Sizes: attribute (<13) or input; else equal parts, the last one smaller with num_outputs (18+)."""
     axis = _axis("Split", ctx.attr("axis", 0), x.ndim)
     dim, n = x.shape[axis], ctx.num_outputs
     sizes = _ints(ctx.attr("split", None) if ctx.opset < 13 else split_in)
-    if not sizes:
-        if ctx.opset >= 18 and "num_outputs" in ctx.attrs:
-            n = ctx.attrs["num_outputs"]
-            chunk = -(-dim // n)
-            sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
-        elif dim % n == 0:
-            sizes = [dim // n] * n
-        else:
-            raise Unsupported(f"Split: {dim} not divisible into {n} parts")
-    if sum(sizes) != dim or min(sizes) < 0 or len(sizes) != n:
-        raise Unsupported(f"Split: sizes {sizes} for dim {dim} and {n} outputs")
+    if not sizes and ctx.opset >= 18 and "num_outputs" in ctx.attrs:
+        n = ctx.attrs["num_outputs"]
+        chunk = -(-dim // n)
+        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    elif not sizes:
+        _need(dim % n == 0, f"Split: {dim} not divisible into {n} parts")
+        sizes = [dim // n] * n
+    _need(sum(sizes) == dim and min(sizes) >= 0 and len(sizes) == ctx.num_outputs, f"Split: sizes {sizes}")
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
 @_kernel("Slice")
 def slice_(ctx: OpContext, x: np.ndarray, *args: np.ndarray | None) -> np.ndarray:
-    """ONNX clamping: for negative steps the end may be -1, meaning "before index 0"."""
+    """ONNX clamping; with a negative step an end of -1 means "before index 0"."""
     if ctx.opset < 10:
         starts, ends, axes, steps = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes", None), None
     else:
@@ -195,14 +167,12 @@ def slice_(ctx: OpContext, x: np.ndarray, *args: np.ndarray | None) -> np.ndarra
     starts, ends = _ints(starts), _ints(ends)
     axes = list(range(len(starts))) if axes is None else _ints(axes)
     steps = [1] * len(starts) if steps is None else _ints(steps)
-    if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise Unsupported("Slice: starts/ends/axes/steps lengths differ")
+    _need(len(starts) == len(ends) == len(axes) == len(steps), "Slice: argument lengths differ")
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
         a = _axis("Slice", a, x.ndim)
+        _need(st != 0 and index[a] == slice(None), "Slice: zero step or repeated axis")
         dim = x.shape[a]
-        if st == 0 or index[a] != slice(None):
-            raise Unsupported("Slice: zero step or repeated axis")
         s, e = (s + dim if s < 0 else s), (e + dim if e < 0 else e)
         if dim == 0:
             s, e = 0, 0
@@ -225,21 +195,20 @@ def pad(ctx: OpContext, x: np.ndarray, pads_in: np.ndarray | None = None,
         pads, axes = _ints(pads_in), (None if axes_in is None else _ints(axes_in))
         value = 0 if value_in is None or value_in.size == 0 else value_in.reshape(-1)[0]
     axes = list(range(x.ndim)) if axes is None else [_axis("Pad", a, x.ndim) for a in axes]
-    if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes) or mode not in ("constant", "reflect", "edge", "wrap"):
-        raise Unsupported(f"Pad: pads {pads} axes {axes} mode {mode}")
+    _need(len(pads) == 2 * len(axes) and len(set(axes)) == len(axes), f"Pad: pads {pads} axes {axes}")
+    _need(mode in ("constant", "reflect", "edge", "wrap"), f"Pad: mode {mode}")
     width = [(0, 0)] * x.ndim
     for i, a in enumerate(axes):
         width[a] = (pads[i], pads[i + len(axes)])
     if any(p < 0 for w in width for p in w):
-        if mode != "constant" or any(-min(b, 0) - min(e, 0) > d for (b, e), d in zip(width, x.shape)):
-            raise Unsupported("Pad: negative pads outside constant mode")
+        _need(mode == "constant" and all(-min(b, 0) - min(e, 0) <= d for (b, e), d in zip(width, x.shape)),
+              "Pad: negative pads only crop in constant mode")
         x = x[tuple(slice(-min(b, 0), d + min(e, 0)) for (b, e), d in zip(width, x.shape))]
         width = [(max(b, 0), max(e, 0)) for b, e in width]
     if mode == "constant":
         _num("Pad", x)
         return np.pad(x, width, mode="constant", constant_values=np.asarray(value).astype(x.dtype))
-    if any(w != (0, 0) and d == 0 for w, d in zip(width, x.shape)):
-        raise Unsupported(f"Pad: {mode} padding of an empty axis")
+    _need(all(w == (0, 0) or d for w, d in zip(width, x.shape)), f"Pad: {mode} padding of an empty axis")
     return np.pad(x, width, mode=mode)
 
 
@@ -253,21 +222,17 @@ def gather(ctx: OpContext, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
 @_kernel("GatherElements", since=11)
 def gather_elements(ctx: OpContext, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     axis = _axis("GatherElements", ctx.attr("axis", 0), x.ndim)
-    if idx.ndim != x.ndim:
-        raise Unsupported("GatherElements: rank mismatch")
+    _need(idx.ndim == x.ndim, "GatherElements: rank mismatch")
     return np.take_along_axis(x, _indices("GatherElements", idx, x.shape[axis]), axis=axis)
 
 
 @_kernel("GatherND", since=11)
 def gather_nd(ctx: OpContext, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    b = ctx.attr("batch_dims", 0)
-    k = idx.shape[-1] if idx.ndim else 0
-    if idx.ndim < 1 or k < 1 or b + k > x.ndim or idx.shape[:b] != x.shape[:b]:
-        raise Unsupported("GatherND: bad shapes")
+    b, k = ctx.attr("batch_dims", 0), (idx.shape[-1] if idx.ndim else 0)
+    _need(k >= 1 and b + k <= x.ndim and idx.shape[:b] == x.shape[:b], "GatherND: bad shapes")
     nb = int(np.prod(x.shape[:b]))
-    data = x.reshape((nb,) + x.shape[b:])
     ind = _indices("GatherND", idx.reshape(nb, -1, k), np.array(x.shape[b:b + k]))
-    out = data[(np.arange(nb)[:, None],) + tuple(ind[..., j] for j in range(k))]
+    out = x.reshape((nb,) + x.shape[b:])[(np.arange(nb)[:, None],) + tuple(ind[..., j] for j in range(k))]
     return out.reshape(idx.shape[:-1] + x.shape[b + k:])
 
 
@@ -279,21 +244,18 @@ def _scatter(op: str, ctx: OpContext, out: np.ndarray, where: np.ndarray, upd: n
     red = ctx.attr("reduction", "none")
     if red == "none":
         out[where] = upd  # duplicate indices: the last update wins, as in the reference loop
-    elif red in _REDUCE_AT:
+    else:
+        _need(red in _REDUCE_AT, f"{op}: reduction {red}")
         _num(op, out)
         _REDUCE_AT[red].at(out, where, upd)
-    else:
-        raise Unsupported(f"{op}: reduction {red}")
     return out
 
 
 @_kernel("ScatterElements", since=11)
 def scatter_elements(ctx: OpContext, x: np.ndarray, idx: np.ndarray, upd: np.ndarray) -> np.ndarray:
     axis = _axis("ScatterElements", ctx.attr("axis", 0), x.ndim)
-    if idx.shape != upd.shape or idx.ndim != x.ndim or upd.dtype != x.dtype:
-        raise Unsupported("ScatterElements: shape/dtype mismatch")
-    if any(i > d for a, (i, d) in enumerate(zip(idx.shape, x.shape)) if a != axis):
-        raise Unsupported("ScatterElements: indices larger than data")
+    _need(idx.shape == upd.shape and idx.ndim == x.ndim and upd.dtype == x.dtype, "ScatterElements: mismatch")
+    _need(all(i <= d for a, (i, d) in enumerate(zip(idx.shape, x.shape)) if a != axis), "ScatterElements: shape")
     grid = list(np.indices(idx.shape, sparse=True))
     grid[axis] = _indices("ScatterElements", idx, x.shape[axis])
     flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), x.shape).reshape(-1)
@@ -304,8 +266,8 @@ def scatter_elements(ctx: OpContext, x: np.ndarray, idx: np.ndarray, upd: np.nda
 @_kernel("ScatterND", since=11)
 def scatter_nd(ctx: OpContext, x: np.ndarray, idx: np.ndarray, upd: np.ndarray) -> np.ndarray:
     k = idx.shape[-1] if idx.ndim else 0
-    if idx.ndim < 1 or not 1 <= k <= x.ndim or upd.shape != idx.shape[:-1] + x.shape[k:] or upd.dtype != x.dtype:
-        raise Unsupported("ScatterND: shape/dtype mismatch")
+    _need(1 <= k <= x.ndim and upd.shape == idx.shape[:-1] + x.shape[k:] and upd.dtype == x.dtype,
+          "ScatterND: shape/dtype mismatch")
     ind = _indices("ScatterND", idx.reshape(-1, k), np.array(x.shape[:k], dtype=np.int64))
     rows = np.ravel_multi_index(tuple(ind.T), x.shape[:k])
     out = np.array(x, copy=True).reshape((int(np.prod(x.shape[:k])),) + x.shape[k:])
@@ -320,8 +282,7 @@ def topk(ctx: OpContext, x: np.ndarray, k_in: np.ndarray | None = None) -> tuple
     k = ctx.attr("k") if ctx.opset < 10 else _ints(k_in)[0]
     axis = _axis("TopK", ctx.attr("axis", -1), x.ndim)
     n = x.shape[axis]
-    if not 0 <= k <= n:
-        raise Unsupported(f"TopK: k={k} for axis of size {n}")
+    _need(0 <= k <= n, f"TopK: k={k} for axis of size {n}")
     if ctx.attr("largest", 1):  # descending with stable ties: sort the reversed axis, reverse back
         order = n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
     else:
@@ -333,20 +294,18 @@ def topk(ctx: OpContext, x: np.ndarray, k_in: np.ndarray | None = None) -> tuple
 @_kernel("NonZero", since=9)
 def nonzero(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     _num("NonZero", x)
-    if x.ndim == 0:
+    if x.ndim == 0:  # the reference's shape for a scalar
         return np.zeros((0, int(x != 0)), dtype=np.int64)
     return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
 
 
 @_kernel("CumSum", since=11)
 def cumsum(ctx: OpContext, x: np.ndarray, axis_in: np.ndarray) -> np.ndarray:
-    _num("CumSum", x)
-    if x.dtype.kind == "b" or np.asarray(axis_in).size != 1:
-        raise Unsupported("CumSum: bool data or non-scalar axis")
+    _need(x.dtype.kind in "iuf" and np.asarray(axis_in).size == 1, "CumSum: dtype or non-scalar axis")
     axis = _axis("CumSum", _ints(axis_in)[0], x.ndim)
     rev = ctx.attr("reverse", 0)
     y = np.flip(x, axis) if rev else x
-    if ctx.attr("exclusive", 0):  # shift by one: out[i] = sum(y[:i])
+    if ctx.attr("exclusive", 0):  # shifted by one: out[i] = sum(y[:i])
         lead = (slice(None),) * axis
         out = np.zeros_like(y)
         np.cumsum(y[lead + (slice(None, -1),)], axis=axis, dtype=x.dtype, out=out[lead + (slice(1, None),)])
@@ -357,15 +316,13 @@ def cumsum(ctx: OpContext, x: np.ndarray, axis_in: np.ndarray) -> np.ndarray:
 
 @_kernel("Range", since=11)
 def range_(ctx: OpContext, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """float16 is computed in float32 (stash_type=1, opset 27); float in float64 as the reference."""
+    """float16 runs in float32 (stash_type=1, opset 27); float in float64 as the reference does."""
     dt = start.dtype
-    if dt.kind not in "iuf" or delta.item() == 0:
-        raise Unsupported(f"Range: dtype {dt} or zero delta")
+    _need(dt.kind in "iuf" and delta.item() != 0, f"Range: dtype {dt} or zero delta")
     if dt == np.float16:
-        if ctx.attr("stash_type", 1) != 1:
-            raise Unsupported("Range: stash_type other than FLOAT")
-        return np.arange(start.astype(np.float32).item(), float(limit.item()), float(delta.item()),
-                         dtype=np.float32).astype(dt)
+        _need(ctx.attr("stash_type", 1) == 1, "Range: stash_type other than FLOAT")
+        f32 = np.arange(start.astype(np.float32).item(), float(limit.item()), float(delta.item()), dtype=np.float32)
+        return f32.astype(dt)
     if dt.kind == "f":
         return np.arange(start.item(), limit.item(), delta.item()).astype(dt)
     return np.arange(start.item(), limit.item(), delta.item(), dtype=dt)
@@ -373,8 +330,7 @@ def range_(ctx: OpContext, start: np.ndarray, limit: np.ndarray, delta: np.ndarr
 
 @_kernel("Trilu", since=14)
 def trilu(ctx: OpContext, x: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
-    if x.ndim < 2:
-        raise Unsupported("Trilu: rank < 2")
+    _need(x.ndim >= 2, "Trilu: rank < 2")
     kk = 0 if k is None else _ints(k)[0]
     return np.triu(x, kk) if ctx.attr("upper", 1) else np.tril(x, kk)
 
@@ -382,14 +338,11 @@ def trilu(ctx: OpContext, x: np.ndarray, k: np.ndarray | None = None) -> np.ndar
 @_kernel("OneHot", since=11)
 def one_hot(ctx: OpContext, idx: np.ndarray, depth: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Indices outside [-depth, depth) give an all-off row; float indices must be integral."""
-    _num("OneHot", idx)
-    _num("OneHot", values)
+    _num("OneHot", idx, values)
     d = float(np.asarray(depth).reshape(-1)[0])
-    bad_idx = idx.dtype.kind == "f" and not (np.isfinite(idx) & (idx == np.trunc(idx))).all()
-    if not np.isfinite(d) or d != int(d) or d < 0 or values.size != 2 or bad_idx:
-        raise Unsupported("OneHot: non-integral depth/indices or bad values")
-    depth_i = int(d)
-    axis = _axis("OneHot", ctx.attr("axis", -1), idx.ndim + 1)
+    ok_idx = idx.dtype.kind != "f" or (np.isfinite(idx) & (idx == np.trunc(idx))).all()
+    _need(ok_idx and np.isfinite(d) and d == int(d) >= 0 and values.size == 2, "OneHot: bad depth/indices/values")
+    axis, depth_i = _axis("OneHot", ctx.attr("axis", -1), idx.ndim + 1), int(d)
     ind = idx.astype(np.int64)
     ind = np.expand_dims(np.where(ind < 0, ind + depth_i, ind), axis)
     hot = np.arange(depth_i).reshape((depth_i,) + (1,) * (idx.ndim - axis)) == ind
@@ -399,18 +352,15 @@ def one_hot(ctx: OpContext, idx: np.ndarray, depth: np.ndarray, values: np.ndarr
 
 @_kernel("Einsum", since=12)
 def einsum(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
-    for x in xs:
-        if x.dtype.kind not in "iuf" or x.dtype != xs[0].dtype:
-            raise Unsupported(f"Einsum: dtype {x.dtype}")
-    eq = ctx.attr("equation").replace(" ", "")
-    return np.asarray(np.einsum(eq, *xs, optimize=True)).astype(xs[0].dtype, copy=False)
+    _need(all(x.dtype.kind in "iuf" and x.dtype == xs[0].dtype for x in xs), "Einsum: dtype")
+    out = np.einsum(ctx.attr("equation").replace(" ", ""), *xs, optimize=True)
+    return np.asarray(out).astype(xs[0].dtype, copy=False)
 
 
 @_kernel("DepthToSpace")
 def depth_to_space(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     bs, mode = ctx.attr("blocksize"), ctx.attr("mode", "DCR")
-    if x.ndim != 4 or x.shape[1] % (bs * bs) or mode not in ("DCR", "CRD"):
-        raise Unsupported("DepthToSpace: needs NCHW with C divisible by blocksize^2")
+    _need(x.ndim == 4 and x.shape[1] % (bs * bs) == 0 and mode in ("DCR", "CRD"), "DepthToSpace: shape/mode")
     b, c, h, w = x.shape
     if mode == "DCR":
         t = x.reshape(b, bs, bs, c // (bs * bs), h, w).transpose(0, 3, 4, 1, 5, 2)
@@ -421,9 +371,9 @@ def depth_to_space(ctx: OpContext, x: np.ndarray) -> np.ndarray:
 
 @_kernel("SpaceToDepth")
 def space_to_depth(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """``mode`` exists from opset 28; before it the layout is DCR."""
     bs, mode = ctx.attr("blocksize"), ctx.attr("mode", "DCR")
-    if x.ndim != 4 or x.shape[2] % bs or x.shape[3] % bs or mode not in ("DCR", "CRD"):
-        raise Unsupported("SpaceToDepth: needs NCHW with H, W divisible by blocksize")
+    _need(x.ndim == 4 and x.shape[2] % bs == 0 == x.shape[3] % bs and mode in ("DCR", "CRD"), "SpaceToDepth")
     b, c, h, w = x.shape
     t = x.reshape(b, c, h // bs, bs, w // bs, bs)
     t = t.transpose(0, 3, 5, 1, 2, 4) if mode == "DCR" else t.transpose(0, 1, 3, 5, 2, 4)
