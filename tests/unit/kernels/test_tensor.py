@@ -27,8 +27,8 @@ def test_concat(axis):
     (11, [], {"axis": -1}, 2),
     (13, [i64(1, 3)], {"axis": 2}, 2),
     (13, [i64(0, 3, 0)], {"axis": 1}, 3),
-    (18, [], {"axis": 2, "num_outputs": 3}, 3),   # uneven: 2, 2, 0? no: 4 -> 2, 2, 0 is avoided below
-    (18, [], {"axis": 1, "num_outputs": 2}, 2),   # 3 -> 2, 1
+    (18, [], {"axis": 2, "num_outputs": 3}, 3),  # 5 -> 2, 2, 1
+    (18, [], {"axis": 1, "num_outputs": 2}, 2),  # 3 -> 2, 1
     (18, [i64(2, 2)], {"axis": 2}, 2),
 ])
 def test_split(opset, inputs, attrs, n):
@@ -174,7 +174,7 @@ def test_trilu(upper, k):
 def test_onehot(axis):
     idx = np.array([[1, 9, -2], [0, -12, 3]], dtype=np.int64)
     check_kernel("OneHot", [idx, np.array(10, np.int64), np.float32([-1, 4])], {"axis": axis}, opset=11)
-    check_kernel("OneHot", [idx.astype(np.float32), np.array([10.0], np.float32), np.int32([0, 1])], opset=11)
+    check_kernel("OneHot", [idx.astype(np.float32), np.array(10.0, np.float32), np.int32([0, 1])], opset=11)
 
 
 @pytest.mark.parametrize("eq,shapes", [
