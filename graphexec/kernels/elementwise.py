@@ -8,6 +8,7 @@ bfloat16/float8/int4 from ml_dtypes, whose numpy kind is ``V``).
 
 from __future__ import annotations
 
+import math
 from functools import reduce, wraps
 from typing import Any, Callable
 
@@ -113,18 +114,19 @@ for _op, (_f, _d) in _ACTIVATIONS.items():
 # Erf: Taylor series near 0, Numerical Recipes erfc (relative error < 1.2e-7) elsewhere.
 _ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
          0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+# erf(z) = 2/sqrt(pi) * z * sum_n (-1)^n z^2n / (n! (2n+1)); 8 terms reach 1e-9 for |z| < 0.5.
+_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(8))
+
+
+def _horner(coeffs: tuple[float, ...], t: np.ndarray) -> np.ndarray:
+    return reduce(lambda acc, c: acc * t + c, coeffs[-2::-1], coeffs[-1])
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
     z = np.abs(x.astype(np.float64))
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = reduce(lambda acc, c: acc * t + c, _ERFC[::-1])
-    far = 1.0 - t * np.exp(-z * z + poly)
-    zz, term, near = z * z, z.copy(), z.copy()
-    for n in range(1, 14):  # sum_n (-1)^n z^(2n+1) / (n! (2n+1)), |z| < 0.5
-        term *= -zz / n
-        near += term / (2 * n + 1)
-    near *= 2 / np.sqrt(np.pi)
+    far = 1.0 - t * np.exp(_horner(_ERFC, t) - z * z)
+    near = z * _horner(_TAYLOR, z * z)
     return np.copysign(np.where(z < 0.5, near, far), x).astype(x.dtype)
 
 
@@ -134,10 +136,11 @@ def erf(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     return _erf(x)
 
 
-@_kernel("PRelu")
+@_kernel("PRelu", since=7)
 def prelu(ctx: OpContext, x: np.ndarray, slope: np.ndarray) -> np.ndarray:
+    """Slope broadcasts unidirectionally to X; anything else is left to the reference."""
     _check("PRelu", "iuf", x, slope)
-    if np.broadcast_shapes(x.shape, slope.shape) != x.shape:
+    if slope.ndim > x.ndim or any(s not in (1, d) for s, d in zip(slope.shape[::-1], x.shape[::-1])):
         raise Unsupported("PRelu: slope does not broadcast to X")
     return np.where(x > 0, x, x * slope)
 
@@ -286,4 +289,4 @@ def cast(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     if to not in _CAST_TARGETS:
         raise Unsupported(f"Cast: target type {to}")
     _check("Cast", "biuf", x)
-    return x.astype(helper.tensor_dtype_to_np_dtype(to))
+    return x.astype(helper.tensor_dtype_to_np_dtype(to), copy=False)

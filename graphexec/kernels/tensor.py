@@ -115,8 +115,8 @@ def unsqueeze(ctx: OpContext, x: np.ndarray, axes: np.ndarray | None = None) -> 
 
 @_kernel("Expand", since=8)
 def expand(ctx: OpContext, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    """Bidirectional broadcast, materialized (a broadcast view would be read-only)."""
-    return np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(_ints(shape)))))
+    """Bidirectional broadcast as a read-only view: no copy until someone stores it."""
+    return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(_ints(shape))))
 
 
 @_kernel("Tile", since=6)

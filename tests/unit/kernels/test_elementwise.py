@@ -193,6 +193,7 @@ def test_zero_dim_results_are_arrays():
     ("Add", [np.float32([1]), np.float64([1])]),
     ("Equal", [np.array(["a"], dtype=object), np.array(["a"], dtype=object)]),
     ("Sqrt", [np.array([4], np.int32)]),
+    ("PRelu", [np.zeros((2, 3, 4), np.float32), np.zeros(3, np.float32)]),  # not unidirectional
 ])
 def test_unsupported_dtypes(op, inputs):
     with pytest.raises(Unsupported):
