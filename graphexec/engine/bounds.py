@@ -22,8 +22,7 @@ def fastest_us(task: Task, profile: Any) -> float:
 
 
 def _dtype(task: Task) -> str:
-    node = task.node
-    return node.meta.get("dtype", "float32") if node is not None else "float32"
+    return task.dtype
 
 
 def lower_bound_us(tasks: TaskGraph, profile: Any) -> tuple[float, float]:

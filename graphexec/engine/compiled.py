@@ -14,7 +14,7 @@ from graphexec.passes.base import CompileState, PassManager
 from graphexec.passes.lowering import Lowering
 from graphexec.passes.memory import MemoryPlan, MemoryPlanning
 from graphexec.passes.shapes import ShapeInference
-from graphexec.passes.streams import StreamAssignment
+from graphexec.passes.scheduling import StreamAssignment
 from graphexec.profiling.trace import chrome_trace
 from graphexec.runtime.device import Device
 from graphexec.runtime.profiles import DeviceProfile
@@ -74,7 +74,7 @@ class Compiled:
         place(ctx, self.memory_plan, self.bases)
         ctx.streams = {i: (dev.default_stream if i == 0 else dev.create_stream())
                        for i in range(len(self.schedule.streams))}
-        ctx.events = {i: dev.create_event() for i in range(self.schedule.num_events)}
+        ctx.events = {i: dev.create_event() for i in range(self.schedule.num_event_ids)}
         try:
             for name, value in feeds.items():
                 self._feed(ctx, name, value)

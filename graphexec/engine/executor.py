@@ -88,20 +88,11 @@ def _kernel(ctx: ExecContext, task: Task) -> None:
         for name, value in outputs.items():
             ctx.write(name, value)
 
-    dtype = _dtype_of(ctx.graph, task)
     stream = ctx.streams[task.stream]
     meta = {"task": task}
     ctx.device.launch(DeviceTask("kernel", stream, task.name, unit=task.unit, block_dim=task.block_dim,
-                                 flops=task.flops, bytes=task.bytes, dtype=dtype, start_fn=start,
+                                 flops=task.flops, bytes=task.bytes, dtype=task.dtype, start_fn=start,
                                  end_fn=end, meta=meta))
-
-
-def _dtype_of(graph: Graph, task: Task) -> str:
-    for n in task.writes:
-        t = graph.values[n].type
-        if t.dtype is not None:
-            return t.dtype.name
-    return "float32"
 
 
 def _record(ctx: ExecContext, task: Task) -> None:

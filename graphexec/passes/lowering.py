@@ -53,11 +53,19 @@ def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
         reads = list(dict.fromkeys(_root(alias, n) for n in node.all_inputs))
         kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
         tasks.append(Task(tid, kind, node.name, node.op, reads, outs, cost.unit, cost.flops, cost.bytes,
-                          cost.block_dim, runner, node))
+                          cost.block_dim, _compute_dtype(graph, outs), runner, node))
         deps[tid] = {writer[r] for r in reads if r in writer}
         for o in outs:
             writer[o] = tid
     return TaskGraph(tasks, deps, alias)
+
+
+def _compute_dtype(graph: Graph, outputs: list[str]) -> str:
+    for n in outputs:
+        t = graph.values[n].type
+        if t.dtype is not None and t.dtype.kind in "fiub":
+            return t.dtype.name
+    return "float32"
 
 
 def _root(alias: dict[str, str], name: str) -> str:

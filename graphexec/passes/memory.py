@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.streams import Schedule
+from graphexec.passes.events import Schedule
 from graphexec.passes.tasks import TaskGraph
 
 log = logging.getLogger(__name__)
@@ -61,41 +61,71 @@ class MemoryPlan:
         return self.region_bytes.get("activation", 0)
 
 
-def lifetimes(tasks: TaskGraph, schedule: Schedule) -> dict[str, tuple[int, int, int]]:
-    """(first write, last read, stream) per root value written by a task."""
-    life: dict[str, list[int]] = {}
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """When a tensor is in use: its writer and, per stream, the last position touching it."""
+
+    name: str
+    size: int
+    first: int                    # launch index of the writer
+    last: int                     # launch index of the last reader
+    stream: int
+    writer: int                   # task id of the writer
+    end: tuple[int, ...]          # per stream, the last position of a task touching it (-1: none)
+
+
+def lifetimes(tasks: TaskGraph, schedule: Schedule, sizes: dict[str, int]) -> dict[str, Lifetime]:
+    """Lifetime of every root value written by a task and present in ``sizes``."""
+    n = len(schedule.streams)
+    info: dict[str, list] = {}
     for i, t in enumerate(schedule.order):
-        for w in t.writes:
-            life.setdefault(w, [i, i, t.stream])
-        for r in t.reads:
-            if r in life:
-                life[r][1] = max(life[r][1], i)
-    return {k: (v[0], v[1], v[2]) for k, v in life.items()}
+        for name in t.writes:
+            if name in sizes and name not in info:
+                info[name] = [i, i, t.stream, t.id, [-1] * n]
+        for name in list(t.reads) + list(t.writes):
+            rec = info.get(name)
+            if rec is not None:
+                rec[1] = max(rec[1], i)
+                rec[4][t.stream] = max(rec[4][t.stream], schedule.pos[t.id])
+    return {k: Lifetime(k, sizes[k], v[0], v[1], v[2], v[3], tuple(v[4])) for k, v in info.items()}
 
 
-def best_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], int]:
-    """Greedy by size, best fit: offsets for (name, size, first, last) items, and the peak."""
-    placed: list[tuple[int, int, int, int]] = []  # offset, size, first, last
+def ordered(a: Lifetime, b: Lifetime, schedule: Schedule) -> bool:
+    """True when every use of ``a`` happens before ``b`` is written, so they may share bytes."""
+    clock = schedule.clock[b.writer]
+    return all(e < 0 or clock[s] > e for s, e in enumerate(a.end))
+
+
+def best_fit(items: list[Lifetime], schedule: Schedule) -> tuple[dict[str, int], int]:
+    """Greedy by size, best fit: offsets for the items, and the pool size.
+
+    An item may overlap the bytes of a placed one only when the two are ordered in the
+    schedule's happens-before relation (stream order plus events), never merely by time.
+    """
+    placed: list[tuple[int, Lifetime]] = []
     offsets: dict[str, int] = {}
     peak = 0
-    for name, size, first, last in sorted(items, key=lambda x: (-x[1], x[2], x[0])):
-        live = sorted((o, s) for o, s, f, l in placed if f <= last and first <= l)
+    for item in sorted(items, key=lambda x: (-x.size, x.first, x.name)):
+        live = sorted((o, p.size) for o, p in placed
+                      if not (ordered(p, item, schedule) or ordered(item, p, schedule)))
         best, best_gap, cursor = None, None, 0
-        for o, s in live:
+        for o, size in live:
             gap = o - cursor
-            if gap >= size and (best_gap is None or gap < best_gap):
+            if gap >= item.size and (best_gap is None or gap < best_gap):
                 best, best_gap = cursor, gap
-            cursor = max(cursor, o + s)
+            cursor = max(cursor, o + size)
         offset = cursor if best is None else best
-        offsets[name] = offset
-        placed.append((offset, size, first, last))
-        peak = max(peak, offset + size)
+        offsets[item.name] = offset
+        placed.append((offset, item))
+        peak = max(peak, offset + item.size)
     return offsets, peak
 
 
-def _live_peak(items: list[tuple[str, int, int, int]]) -> int:
+def _live_peak(items: list[Lifetime]) -> int:
+    """Most bytes live at once when the tasks run one at a time in launch order."""
     deltas: dict[int, int] = {}
-    for _, size, first, last in items:
+    for it in items:
+        size, first, last = it.size, it.first, it.last
         deltas[first] = deltas.get(first, 0) + size
         deltas[last + 1] = deltas.get(last + 1, 0) - size
     peak = cur = 0
@@ -107,7 +137,6 @@ def _live_peak(items: list[tuple[str, int, int, int]]) -> int:
 
 def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool = True) -> MemoryPlan:
     """Place every static tensor; dynamic ones are left to the runtime allocator."""
-    life = lifetimes(tasks, schedule)
     io_roots = set(graph.inputs) | {tasks.root(o) for o in graph.outputs}
     entries: list[PlanEntry] = []
     cursor = {"io": 0, "weight": 0}
@@ -121,31 +150,26 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
         t = graph.values[name].type
         if t.is_static and name in read:
             fixed(name, "weight", t.nbytes)
-    acts: list[tuple[str, int, int, int]] = []
-    streams: dict[str, int] = {}
-    placed_io: set[str] = set()
-    for name in list(graph.inputs) + list(life):
+    sizes: dict[str, int] = {}
+    for name in dict.fromkeys(list(graph.inputs) + [w for tk in tasks.tasks for w in tk.writes]):
         t = graph.values[name].type
         if not t.is_static or name in graph.constants:
             continue
         if name in io_roots:
-            if name not in placed_io:
-                placed_io.add(name)
-                fixed(name, "io", t.nbytes)
-            continue
-        first, last, stream = life[name]
-        acts.append((name, align(max(t.nbytes, 1)), first, last))
-        streams[name] = stream
-    no_reuse = sum(a[1] for a in acts)
+            fixed(name, "io", t.nbytes)
+        else:
+            sizes[name] = align(max(t.nbytes, 1))
+    acts = list(lifetimes(tasks, schedule, sizes).values())
+    no_reuse = sum(a.size for a in acts)
     if reuse:
-        offsets, peak = best_fit(acts)
+        offsets, peak = best_fit(acts, schedule)
     else:
         offsets, peak, acc = {}, no_reuse, 0
         for a in acts:
-            offsets[a[0]], acc = acc, acc + a[1]
-    for name, size, first, last in acts:
-        entries.append(PlanEntry(name, offsets[name], graph.values[name].type.nbytes, "activation",
-                                 first, last, streams[name]))
+            offsets[a.name], acc = acc, acc + a.size
+    for a in acts:
+        entries.append(PlanEntry(a.name, offsets[a.name], graph.values[a.name].type.nbytes, "activation",
+                                 a.first, a.last, a.stream))
     regions = {"activation": peak, "io": cursor["io"], "weight": cursor["weight"]}
     log.debug("memory plan: pool %d bytes, %d without reuse", peak, no_reuse)
     return MemoryPlan(entries, regions, _live_peak(acts), no_reuse)

@@ -1,37 +1,122 @@
-"""Stream assignment: which stream runs each task, in which order.
+"""Stream assignment policies: which logical stream runs each kernel task.
 
-The foundation has one policy, ``single``: every task on stream 0 in topological
-order, so no event is ever needed.
+Every policy returns a list ``stream_of[task.id]`` with stream numbers in 0..limit-1;
+event insertion (passes/events.py) then turns it into a Schedule. The policies:
+
+- ``single``: everything on stream 0.
+- ``ge``: GE's AssignByDependencyPass rule: a task continues a predecessor's stream
+  unless that predecessor has another successor; new streams cycle under the limit.
+- ``chains``: Nimble's minimum chain cover (maximum matching on the transitive
+  reduction), chains then packed onto the streams by longest-processing-time first.
+- ``list``: a list scheduler (HEFT-like) over the streams with the cost model's times.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.tasks import Task
+import networkx as nx
 
+from graphexec.engine.bounds import fastest_us
+from graphexec.passes.tasks import TaskGraph
 
-@dataclass
-class Schedule:
-    """Per stream, the tasks it runs in order (event records and waits included)."""
-
-    streams: list[list[Task]]
-    num_events: int = 0
-    policy: str = "single"
-    stats: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def order(self) -> list[Task]:
-        """Every task once, in launch order (round-robin is not needed on one stream)."""
-        return [t for s in self.streams for t in s]
+Policy = Callable[[TaskGraph, int, Any], list[int]]
 
 
-class StreamAssignment(Pass):
-    name = "streams"
+def task_dag(tasks: TaskGraph) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(t.id for t in tasks.tasks)
+    g.add_edges_from((p, c) for c, ps in tasks.deps.items() for p in ps)
+    return g
 
-    def call(self, state: CompileState) -> PassResult:
-        for t in state.tasks.tasks:
-            t.stream = 0
-        state.schedule = Schedule([list(state.tasks.tasks)])
-        return PassResult(state, True)
+
+def single(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+    return [0] * len(tasks.tasks)
+
+
+def ge(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+    """Continue a predecessor's stream when it has no other successor, else open one."""
+    succs: dict[int, list[int]] = {t.id: [] for t in tasks.tasks}
+    for c, ps in tasks.deps.items():
+        for p in ps:
+            succs[p].append(c)
+    stream_of: list[int] = [0] * len(tasks.tasks)
+    taken: set[int] = set()  # predecessors whose stream was continued already
+    opened = 0
+    for t in tasks.tasks:
+        preds = sorted(tasks.deps.get(t.id, ()), key=lambda p: (-_weight(tasks, p, profile), p))
+        reusable = [p for p in preds if len(succs[p]) == 1 and p not in taken]
+        if reusable:
+            taken.add(reusable[0])
+            stream_of[t.id] = stream_of[reusable[0]]
+        else:
+            stream_of[t.id] = opened % limit
+            opened += 1
+    return stream_of
+
+
+def _weight(tasks: TaskGraph, tid: int, profile: Any) -> float:
+    return fastest_us(tasks.tasks[tid], profile)
+
+
+def chain_cover(tasks: TaskGraph) -> list[list[int]]:
+    """A minimum path cover of the transitive reduction (Nimble): matched edges chain tasks."""
+    dag = nx.transitive_reduction(task_dag(tasks))
+    bip = nx.DiGraph()
+    left = [("o", n) for n in dag.nodes]
+    bip.add_nodes_from(left, bipartite=0)
+    bip.add_nodes_from((("i", n) for n in dag.nodes), bipartite=1)
+    bip.add_edges_from((("o", u), ("i", v)) for u, v in dag.edges)
+    matching = nx.bipartite.hopcroft_karp_matching(bip.to_undirected(), top_nodes=left)
+    nxt = {u[1]: v[1] for u, v in matching.items() if u[0] == "o"}
+    has_prev = set(nxt.values())
+    chains = []
+    for t in tasks.tasks:
+        if t.id in has_prev:
+            continue
+        chain, cur = [t.id], t.id
+        while cur in nxt:
+            cur = nxt[cur]
+            chain.append(cur)
+        chains.append(chain)
+    return chains
+
+
+def chains(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+    """Chain cover packed onto ``limit`` streams, heaviest chain to the least loaded stream."""
+    cover = chain_cover(tasks)
+    cost = [sum(_weight(tasks, i, profile) for i in c) for c in cover]
+    load = [0.0] * limit
+    stream_of = [0] * len(tasks.tasks)
+    for ci in sorted(range(len(cover)), key=lambda i: (-cost[i], cover[i][0])):
+        s = min(range(limit), key=lambda k: (load[k], k))
+        load[s] += cost[ci]
+        for tid in cover[ci]:
+            stream_of[tid] = s
+    return stream_of
+
+
+def list_schedule(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+    """HEFT-like: by upward rank, each task to the stream where it can start earliest."""
+    dur = [_weight(tasks, t.id, profile) for t in tasks.tasks]
+    succs: dict[int, list[int]] = {t.id: [] for t in tasks.tasks}
+    for c, ps in tasks.deps.items():
+        for p in ps:
+            succs[p].append(c)
+    rank = [0.0] * len(tasks.tasks)
+    for t in reversed(tasks.tasks):
+        rank[t.id] = dur[t.id] + max((rank[s] for s in succs[t.id]), default=0.0)
+    finish = [0.0] * len(tasks.tasks)
+    free = [0.0] * limit
+    stream_of = [0] * len(tasks.tasks)
+    # tasks are in topological order; rank order within that keeps dependencies first
+    for t in sorted(tasks.tasks, key=lambda t: (-rank[t.id], t.id)):
+        ready = max((finish[p] for p in tasks.deps.get(t.id, ())), default=0.0)
+        s = min(range(limit), key=lambda k: (max(free[k], ready), k))
+        finish[t.id] = max(free[s], ready) + dur[t.id]
+        free[s] = finish[t.id]
+        stream_of[t.id] = s
+    return stream_of
+
+
+POLICIES: dict[str, Policy] = {"single": single, "ge": ge, "chains": chains, "list": list_schedule}

@@ -39,6 +39,7 @@ class Task:
     flops: float = 0.0
     bytes: float = 0.0
     block_dim: int = 1
+    dtype: str = "float32"     # the compute dtype, which picks the unit's peak throughput
     runner: Any = None
     node: Any = None
     stream: int = 0

@@ -1,0 +1,86 @@
+"""The stream-assignment pass: policy, stream labels, device limits, events, auto search."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from graphexec.errors import GraphExecError
+from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.events import Schedule, insert_events, physical_streams
+from graphexec.passes.streams import POLICIES
+from graphexec.passes.tasks import TaskGraph
+
+log = logging.getLogger(__name__)
+AUTO_LIMITS = (1, 2, 4, 8)
+
+
+def _apply_labels(tasks: TaskGraph, stream_of: list[int]) -> list[int]:
+    """GE's AssignByLabelPass: tasks whose nodes share a stream_label share a stream."""
+    first: dict[str, int] = {}
+    for t in tasks.tasks:
+        label = t.node.meta.get("stream_label") if t.node is not None else None
+        if label is not None:
+            stream_of[t.id] = first.setdefault(label, stream_of[t.id])
+    return stream_of
+
+
+def _renumber(stream_of: list[int]) -> list[int]:
+    """Streams numbered from 0 by first use, as GE renumbers them."""
+    ids: dict[int, int] = {}
+    return [ids.setdefault(s, len(ids)) for s in stream_of]
+
+
+def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: Any) -> Schedule:
+    """Assign streams with ``policy`` under ``limit``, split long streams, insert events."""
+    if policy not in POLICIES:
+        raise GraphExecError(f"unknown stream policy {policy!r}; known: {', '.join([*POLICIES, 'auto'])}")
+    stream_of = POLICIES[policy](tasks, limit, profile) if tasks.tasks else []
+    stream_of = _renumber(physical_streams(_apply_labels(tasks, stream_of), tasks, profile.max_tasks_per_stream))
+    n = max(stream_of, default=0) + 1
+    if n > profile.max_streams:
+        raise GraphExecError(f"the schedule needs {n} streams after splitting long streams; device "
+                             f"{profile.name} allows {profile.max_streams}")
+    schedule = insert_events(tasks, stream_of, policy)
+    if schedule.num_event_ids > profile.max_events:
+        raise GraphExecError(f"the schedule needs {schedule.num_event_ids} events at once; device "
+                             f"{profile.name} allows {profile.max_events}")
+    return schedule
+
+
+def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: Any) -> Schedule:
+    """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events."""
+    from graphexec.engine.simulate import simulate_makespan
+
+    best, best_key = None, None
+    for limit in limits:
+        for policy in (["single"] if limit == 1 else policies):
+            sched = build_schedule(tasks, policy, limit, profile)
+            key = (round(simulate_makespan(sched, profile), 6), len(sched.streams), sched.num_events)
+            log.debug("auto: %s x%d -> %s", policy, limit, key)
+            if best_key is None or key < best_key:
+                best, best_key = (policy, limit), key
+    assert best is not None and best_key is not None
+    # building a schedule sets each task's stream, so the winner is built again last
+    sched = build_schedule(tasks, best[0], best[1], profile)
+    sched.stats["auto_candidates"] = len(limits) * len(policies)
+    return sched
+
+
+class StreamAssignment(Pass):
+    """Chooses streams and events per the session's ``streams`` and ``policy``."""
+
+    name = "streams"
+
+    def call(self, state: CompileState) -> PassResult:
+        opts, profile = state.options, state.profile
+        streams = opts.streams if opts is not None else 1
+        policy = (opts.policy if opts is not None else None) or ("auto" if streams == "auto" else
+                                                                   "single" if streams == 1 else "list")
+        if policy == "auto" or streams == "auto":
+            limits = tuple(n for n in AUTO_LIMITS if n <= profile.max_streams) if streams == "auto" else (streams,)
+            policies = [p for p in POLICIES if p != "single"] if policy == "auto" else [policy]
+            state.schedule = auto_schedule(state.tasks, limits, policies, profile)
+        else:
+            state.schedule = build_schedule(state.tasks, policy, streams, profile)
+        return PassResult(state, True)
