@@ -33,11 +33,10 @@ def _axes(op: str, ctx: OpContext, x: np.ndarray, axes_in: np.ndarray | None) ->
         axes, noop = ctx.attr("axes", None), 0
     if not axes:
         return () if noop else None
-    rank = max(x.ndim, 1)
     norm = tuple(a + x.ndim if a < 0 else a for a in axes)
-    if len(set(norm)) != len(norm) or any(not 0 <= a < rank for a in norm):
+    if len(set(norm)) != len(norm) or any(not 0 <= a < x.ndim for a in norm):
         raise Unsupported(f"{op}: bad axes {axes} for rank {x.ndim}")
-    return norm if x.ndim else None
+    return norm
 
 
 def _reduce_kernel(op: str, kinds: str) -> Callable[[Callable[..., np.ndarray]], Callable[..., np.ndarray]]:

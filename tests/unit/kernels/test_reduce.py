@@ -99,6 +99,7 @@ def test_float16_and_nan_and_infinities():
 def test_zero_dim_result_is_array():
     out = run_ours("ReduceSum", [X], {"keepdims": 0}, 13)[0]
     assert isinstance(out, np.ndarray) and out.shape == () and out.dtype == np.float32
+    check_kernel("ReduceMax", [np.array(2.5, np.float32)], {"keepdims": 0}, opset=18)  # rank 0 is valid
 
 
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
