@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphexec.engine.bounds import lower_bound_us
+from graphexec.engine.metrics import executed_live_peak, utilization
 
 if TYPE_CHECKING:
     from graphexec.engine.compiled import Compiled
@@ -32,6 +33,11 @@ class Stats:
     num_aicpu: int
     num_streams: int
     num_events: int
+    waits_before_pruning: int
+    num_event_ids: int
+    cube_utilization: float
+    vector_utilization: float
+    hbm_utilization: float
     peak_bytes: int
     lower_bound_bytes: int
     no_reuse_bytes: int
@@ -60,14 +66,17 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
     work = [t for t in done if t.kind in ("kernel", "memcpy")]
     makespan = (max(t.end_t for t in work) - min(t.start_t for t in work)) if work else 0.0
     lb, cp = lower_bound_us(compiled.tasks, compiled.profile)
-    plan = compiled.memory_plan
-    kernels = [t for t in compiled.tasks.tasks]
+    plan, sched = compiled.memory_plan, compiled.schedule
+    kernels = compiled.tasks.tasks
+    sizes = {e.tensor: e.size for e in plan.entries if e.region == "activation"}
     return Stats(
         makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
         num_tasks=len(done), num_kernels=sum(t.unit != "aicpu" for t in kernels),
         num_aicpu=sum(t.unit == "aicpu" for t in kernels),
-        num_streams=len(compiled.schedule.streams), num_events=compiled.schedule.num_events,
-        peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=plan.lower_bound_bytes,
+        num_streams=len(sched.streams), num_events=sched.num_events,
+        waits_before_pruning=sched.stats.get("waits_before_pruning", 0), num_event_ids=sched.num_event_ids,
+        **utilization(done, compiled.profile, makespan),
+        peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=executed_live_peak(done, sizes),
         no_reuse_bytes=plan.no_reuse_bytes, weight_bytes=plan.region_bytes["weight"],
         io_bytes=plan.region_bytes["io"], host_time_us=float(dev.host_t), compile_s=compiled.compile_s)
 

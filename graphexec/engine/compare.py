@@ -1,0 +1,92 @@
+"""Side-by-side runs of one graph under several stream counts and policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from graphexec.engine.feeds import default_feeds
+from graphexec.engine.result import Result
+from graphexec.engine.session import Session
+from graphexec.frontend import load
+from graphexec.ir import Graph
+
+COLUMNS = ("streams", "policy", "used", "events", "time_us", "speedup", "lower_bound_us", "cube_util",
+           "vector_util", "peak_bytes")
+
+
+@dataclass
+class CompareRow:
+    streams: int | str
+    policy: str
+    used: int              # streams the schedule really uses
+    events: int            # waits after pruning
+    time_us: float
+    speedup: float         # over the first row (one stream when asked)
+    lower_bound_us: float
+    cube_util: float
+    vector_util: float
+    peak_bytes: int
+
+
+@dataclass
+class Comparison:
+    """The rows, whether every row's outputs are bit-identical, and the full results."""
+
+    rows: list[CompareRow]
+    identical: bool
+    results: list[Result] = field(default_factory=list)
+    sessions: list[Session] = field(default_factory=list)
+
+    def table(self) -> str:
+        """A plain-text table a person can read."""
+        head = ["streams", "policy", "used", "events", "time (us)", "speedup", "lower bound", "cube util",
+                "vector util", "peak memory"]
+        body = [[str(r.streams), r.policy, str(r.used), str(r.events), f"{r.time_us:,.1f}", f"{r.speedup:.2f}x",
+                 f"{r.lower_bound_us:,.1f}", f"{100 * r.cube_util:.1f}%", f"{100 * r.vector_util:.1f}%",
+                 f"{r.peak_bytes / 2**20:,.2f} MiB"] for r in self.rows]
+        widths = [max(len(x) for x in col) for col in zip(head, *body)]
+        lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in [head, *body]]
+        verdict = ("outputs bit-identical across all rows" if self.identical
+                   else "OUTPUTS DIFFER between rows")
+        return "\n".join(lines + [verdict])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.__dict__ for r in self.rows], "identical": self.identical}
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in a)
+
+
+def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), feeds: Mapping[str, Any] | None = None,
+            policy: str | None = None, device: str = "ascend910",
+            progress: Callable[[int, int, str], None] | None = None) -> Comparison:
+    """Run ``graph`` once per stream count; speedups are against the first row.
+
+    Example:
+        >>> cmp = gx.compare(gx.load("models/inception_block.onnx"), streams=[1, 4])
+        >>> print(cmp.table())
+    """
+    graph = graph if isinstance(graph, Graph) else load(graph)
+    feeds = dict(feeds) if feeds is not None else default_feeds(graph)
+    rows, results, sessions = [], [], []
+    counts = list(streams)
+    for i, n in enumerate(counts):
+        if progress is not None:
+            progress(i, len(counts), f"streams={n}")
+        session = Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy)
+        result = session.run(feeds)
+        s = result.stats
+        base = results[0].stats.makespan_us if results else s.makespan_us
+        rows.append(CompareRow(n, session.compiled.schedule.policy, s.num_streams, s.num_events, s.makespan_us,
+                               base / s.makespan_us if s.makespan_us else 1.0, s.lower_bound_us,
+                               s.cube_utilization, s.vector_utilization, s.peak_bytes))
+        results.append(result)
+        sessions.append(session)
+    if progress is not None:
+        progress(len(counts), len(counts), "done")
+    identical = all(_same(results[0].outputs, r.outputs) for r in results[1:])
+    return Comparison(rows, identical, results, sessions)
