@@ -85,11 +85,8 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     graph = gx.load(args.model)
-    feeds = _inputs(args.input)
-    shapes = _shapes(args.shape)
-    defaults = gx.default_feeds(graph, shapes) if any(n not in feeds for n in graph.inputs) else {}
-    feeds = {n: feeds[n] if n in feeds else defaults[n] for n in graph.inputs} | feeds
-    session = gx.Session(graph, streams=_streams(args.streams), device=args.device)
+    feeds = _feeds_for(graph, args)
+    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
     result = session.run(feeds)
     if args.save:
         atomic_write(args.save, lambda tmp: np.savez(tmp, **{k: np.asarray(v) for k, v in result.outputs.items()}))
@@ -122,6 +119,55 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
           f"no reuse {s.no_reuse_bytes:,}); weights {s.weight_bytes:,} bytes")
 
 
+def _feeds_for(graph: gx.Graph, args: argparse.Namespace) -> dict[str, Any]:
+    feeds = _inputs(args.input)
+    if all(n in feeds for n in graph.inputs):
+        return feeds
+    defaults = gx.default_feeds(graph, _shapes(args.shape))
+    return {n: feeds.get(n, defaults[n]) for n in graph.inputs} | feeds
+
+
+def _stream_list(text: str) -> list[int | str]:
+    counts = [_streams(x.strip()) for x in text.split(",") if x.strip()]
+    if not counts:
+        raise UsageError(f"--streams {text!r}: give a comma-separated list such as 1,2,4,8")
+    return counts
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    graph = gx.load(args.model)
+    feeds = _feeds_for(graph, args)
+    counts = _stream_list(args.streams)
+
+    def progress(i: int, n: int, what: str) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"\r[{i}/{n}] {what}   ", end="" if i < n else "\n", file=sys.stderr, flush=True)
+
+    cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, progress=progress)
+    if args.plot:
+        from graphexec.profiling.plot import gantt
+
+        titles = [f"{r.streams} stream(s), {r.policy}: {r.time_us:,.1f} us" for r in cmp.rows]
+        atomic_write(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, tmp))
+    if args.json:
+        print(json.dumps(cmp.to_dict(), indent=2))
+    else:
+        print(f"{args.model} on {args.device}")
+        print(cmp.table())
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from graphexec.profiling.report import memory_text, schedule_text
+
+    graph = gx.load(args.model)
+    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
+    compiled = session.compile(_feeds_for(graph, args))
+    print(schedule_text(compiled, args.limit))
+    print(memory_text(compiled.memory_plan, args.limit))
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from graphexec.runtime.profiles import builtin_profiles
 
@@ -136,6 +182,17 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
+
+
+def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
+    p.add_argument("--device", default="ascend910", help="built-in device name or a profile .yaml")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphexec", description="Run compute graphs on an emulated NPU runtime.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -145,10 +202,25 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
     run.add_argument("--streams", default="1", help="number of streams, or 'auto' (default 1)")
     run.add_argument("--device", default="ascend910", help="built-in device name or a profile .yaml")
+    run.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (open in Perfetto)")
     run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.set_defaults(fn=cmd_run)
+    cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
+    cmp.add_argument("model")
+    cmp.add_argument("--streams", default="1,2,4,8", help="comma-separated stream counts (default 1,2,4,8)")
+    cmp.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy for counts above 1")
+    cmp.add_argument("--plot", metavar="GANTT.png", help="write a Gantt chart, one panel per row")
+    _model_options(cmp)
+    cmp.set_defaults(fn=cmd_compare)
+    plan = sub.add_parser("plan", help="show each stream's task order and the memory plan")
+    plan.add_argument("model")
+    plan.add_argument("--streams", default="1", help="number of streams, or 'auto'")
+    plan.add_argument("--policy", choices=POLICY_CHOICES)
+    plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
+    _model_options(plan, json_flag=False)
+    plan.set_defaults(fn=cmd_plan)
     dev = sub.add_parser("devices", help="list the built-in device profiles")
     dev.add_argument("--json", action="store_true")
     dev.set_defaults(fn=cmd_devices)

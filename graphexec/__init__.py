@@ -7,6 +7,7 @@ Example:
     >>> result.stats.makespan_us
 """
 
+from graphexec.engine.compare import Comparison, compare
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result, Stats
 from graphexec.engine.session import Session
@@ -16,8 +17,8 @@ from graphexec.frontend import load
 from graphexec.ir import Graph
 
 __all__ = [
-    "AclError", "DeviceError", "FeedError", "Graph", "GraphError", "GraphExecError", "KernelError",
+    "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphError", "GraphExecError", "KernelError",
     "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats", "UnsupportedOpError",
-    "default_feeds", "load",
+    "compare", "default_feeds", "load",
 ]
 __version__ = "0.1.0"

@@ -97,3 +97,26 @@ def test_devices_json():
     assert p.returncode == 0
     names = {d["name"] for d in json.loads(p.stdout)}
     assert names == {"ascend910", "ascend910b", "ascend310p"}
+
+
+def test_compare_table_plot_and_json(tmp_path):
+    plot = tmp_path / "gantt.png"
+    p = cli("compare", str(MODEL), "--streams", "1,4", "--plot", str(plot))
+    assert p.returncode == 0, p.stderr
+    assert "speedup" in p.stdout and "outputs bit-identical across all rows" in p.stdout
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    p = cli("compare", str(MODEL), "--streams", "1,2", "--policy", "ge", "--json")
+    rows = json.loads(p.stdout)["rows"]
+    assert [r["streams"] for r in rows] == [1, 2] and rows[1]["policy"] == "ge"
+
+
+def test_plan_shows_streams_events_and_memory():
+    p = cli("plan", str(MODEL), "--streams", "4", "--policy", "ge")
+    assert p.returncode == 0, p.stderr
+    assert "stream 3:" in p.stdout and "record e" in p.stdout and "wait   e" in p.stdout
+    assert "memory: activation pool" in p.stdout
+
+
+def test_compare_bad_stream_list():
+    p = cli("compare", str(MODEL), "--streams", "1,x")
+    assert p.returncode == 2 and p.stderr.strip() == "graphexec: error: --streams 'x': must be an integer >= 1 or 'auto'"

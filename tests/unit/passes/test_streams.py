@@ -1,0 +1,96 @@
+"""Stream policies and event insertion on random DAGs and the light models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import graphexec as gx
+from dags import random_dag
+from graphexec.passes.events import insert_events
+from graphexec.passes.scheduling import build_schedule
+from graphexec.passes.streams import chain_cover
+from schedule_checks import check_events_minimal_and_sufficient, check_trace_order
+
+POLICIES = ["ge", "chains", "list"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 60), streams=st.sampled_from([2, 3, 4, 8]),
+       policy=st.sampled_from(POLICIES))
+def test_random_dags_match_one_stream(seed, n, streams, policy):
+    rng = np.random.default_rng(seed)
+    model = random_dag(rng, n)
+    x = {"x": rng.standard_normal((8, 8)).astype(np.float32)}
+    one = gx.Session(model).run(x)
+    session = gx.Session(model, streams=streams, policy=policy)
+    many = session.run(x)
+    for k in one.outputs:
+        assert one.outputs[k].tobytes() == many.outputs[k].tobytes()
+    check_trace_order(many.trace)
+    check_events_minimal_and_sufficient(session.compiled.tasks, session.compiled.schedule)
+    assert many.stats.num_streams <= streams
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 120), streams=st.integers(1, 6))
+def test_random_stream_assignment_events_minimal(seed, n, streams):
+    """Any assignment of streams (not just a policy's) gets sufficient, minimal waits."""
+    rng = np.random.default_rng(seed)
+    compiled = gx.Session(random_dag(rng, n)).compile(None)
+    tasks = compiled.tasks
+    stream_of = [int(rng.integers(0, streams)) for _ in tasks.tasks]
+    sched = insert_events(tasks, stream_of)
+    check_events_minimal_and_sufficient(tasks, sched)
+    assert sched.stats["waits_after_pruning"] <= sched.stats["waits_before_pruning"]
+
+
+def test_pruning_through_a_third_stream():
+    """a(s0) -> b(s1) -> c(s2) and a -> c: the wait of c on a is implied through s1."""
+    compiled = gx.Session(random_dag(np.random.default_rng(0), 3)).compile(None)
+    tasks = compiled.tasks
+    tasks.deps = {0: set(), 1: {0}, 2: {0, 1}}
+    sched = insert_events(tasks, [0, 1, 2])
+    assert sched.stats == {"waits_before_pruning": 3, "waits_after_pruning": 2}
+
+
+def test_chain_cover_is_minimum_for_a_diamond():
+    compiled = gx.Session(random_dag(np.random.default_rng(0), 4)).compile(None)
+    tasks = compiled.tasks
+    tasks.deps = {0: set(), 1: {0}, 2: {0}, 3: {1, 2}}
+    cover = chain_cover(tasks)
+    assert sorted(map(len, cover)) == [1, 3]
+
+
+def test_long_stream_is_split_with_an_event():
+    profile = gx.Session(random_dag(np.random.default_rng(0), 2)).profile
+    small = profile.model_copy(update={"max_tasks_per_stream": 27 + 3 * 10})
+    model = random_dag(np.random.default_rng(1), 45)
+    session = gx.Session(model, device=small)
+    x = {"x": np.ones((8, 8), np.float32)}
+    r = session.run(x)
+    assert r.stats.num_streams >= 4 and r.stats.num_events >= 1
+    assert all(len([t for t in s if t.kind.name in ("KERNEL", "AICPU")]) <= 10 for s in session.compiled.schedule.streams)
+    base = gx.Session(model).run(x)
+    assert all(base.outputs[k].tobytes() == r.outputs[k].tobytes() for k in base.outputs)
+
+
+def test_too_many_streams_is_an_error():
+    with pytest.raises(gx.GraphExecError, match="streams=100000 exceeds the 2048 streams device ascend910 allows"):
+        gx.Session(random_dag(np.random.default_rng(0), 3), streams=100000)
+
+
+def test_unknown_policy():
+    s = gx.Session(random_dag(np.random.default_rng(0), 3), streams=2, policy="magic")
+    with pytest.raises(gx.GraphExecError, match="unknown stream policy 'magic'; known: single, ge, chains, list, auto"):
+        s.compile(None)
+
+
+def test_auto_never_slower_than_one_stream():
+    model = random_dag(np.random.default_rng(3), 40)
+    x = {"x": np.ones((8, 8), np.float32)}
+    one = gx.Session(model).run(x).stats.makespan_us
+    auto = gx.Session(model, streams="auto").run(x).stats.makespan_us
+    assert auto <= one
