@@ -126,6 +126,8 @@ def _targets(ctx: OpContext, x: np.ndarray, scales: np.ndarray | None, sizes: np
              axes: list[int]) -> tuple[list[float], list[int]]:
     """Per resized axis: the scale used for coordinates and the integer output length."""
     in_sp = [x.shape[a] for a in axes]
+    if min(in_sp, default=1) < 1:
+        raise Unsupported("Resize: empty input axis")
     if sizes is not None and sizes.size:
         if scales is not None and scales.size:
             raise Unsupported("Resize: both scales and sizes")
