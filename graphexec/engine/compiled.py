@@ -70,7 +70,7 @@ class Compiled:
         """Copy the feeds in, launch every task, synchronize, copy the outputs out."""
         dev = self.device
         dev.reset_run()
-        ctx = ExecContext(dev, self.graph, self.tasks.alias)
+        ctx = ExecContext(dev, self.graph, self.tasks)
         place(ctx, self.memory_plan, self.bases)
         ctx.streams = {i: (dev.default_stream if i == 0 else dev.create_stream())
                        for i in range(len(self.schedule.streams))}

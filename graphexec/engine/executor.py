@@ -16,7 +16,7 @@ import numpy as np
 from graphexec.errors import KernelError
 from graphexec.ir import Graph
 from graphexec.passes.memory import MemoryPlan
-from graphexec.passes.tasks import Task, TaskKind
+from graphexec.passes.tasks import Task, TaskGraph, TaskKind
 from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask
 
@@ -34,7 +34,7 @@ class ExecContext:
 
     device: Device
     graph: Graph
-    alias: dict[str, str]
+    tasks: TaskGraph
     where: dict[str, Location] = field(default_factory=dict)     # planned places
     dynamic: dict[str, Location] = field(default_factory=dict)   # run-time allocations
     host: dict[str, Any] = field(default_factory=dict)           # host-only values
@@ -44,11 +44,13 @@ class ExecContext:
 
     def read(self, name: str) -> Any:
         """The current value of ``name``: a view of device memory or a host object."""
-        root = _root(self.alias, name)
+        root, off = self.tasks.locate(name)
         loc = self.dynamic.get(root) or self.where.get(root)
-        if loc is not None:  # a view presents the root's bytes in its own shape
-            shape = loc.shape if root == name else tuple(self.graph.values[name].type.shape)
-            return self.device.view(loc.ptr, loc.dtype, shape)
+        if loc is not None:  # an alias presents its part of the root's bytes in its own shape
+            if root == name:
+                return self.device.view(loc.ptr, loc.dtype, loc.shape)
+            t = self.graph.values[name].type
+            return self.device.view(loc.ptr + off, t.dtype, tuple(t.shape))
         name = root
         if name in self.host:
             return self.host[name]
@@ -59,10 +61,17 @@ class ExecContext:
 
     def write(self, name: str, value: Any) -> None:
         """Store a kernel output where the plan put it, or in a new allocation."""
-        loc = self.where.get(name)
         if not isinstance(value, np.ndarray) or value.dtype == object:
             self.host[name] = value
             return
+        root, off = self.tasks.locate(name)
+        if root != name:  # a slice of a no-task Concat: it must be exactly as planned
+            t = self.graph.values[name].type
+            if value.shape != tuple(t.shape) or value.dtype != t.dtype:
+                raise KernelError(f"{name!r} came out {value.dtype}{list(value.shape)}, planned {t}")
+            self.device.view(self.where[root].ptr + off, t.dtype, value.shape)[...] = value
+            return
+        loc = self.where.get(name)
         if loc is not None and loc.shape == value.shape and loc.dtype == value.dtype:
             self.device.view(loc.ptr, loc.dtype, loc.shape)[...] = value
             return
@@ -70,12 +79,6 @@ class ExecContext:
         self.temp_segments.append(ptr)
         self.dynamic[name] = Location(ptr, value.dtype, value.shape)
         self.device.view(ptr, value.dtype, value.shape)[...] = value
-
-
-def _root(alias: dict[str, str], name: str) -> str:
-    while name in alias:
-        name = alias[name]
-    return name
 
 
 def _kernel(ctx: ExecContext, task: Task) -> None:

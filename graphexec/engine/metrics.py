@@ -22,7 +22,7 @@ def utilization(done: list[Any], profile: Any, makespan: float) -> dict[str, flo
             "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
 
 
-def executed_live_peak(done: list[Any], sizes: dict[str, int]) -> int:
+def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int:
     """Most activation bytes live at once as executed: a tensor lives from the start of
     its writer to the end of its last reader."""
     span: dict[str, list[float]] = {}
@@ -30,12 +30,12 @@ def executed_live_peak(done: list[Any], sizes: dict[str, int]) -> int:
         task = t.meta.get("task")
         if task is None or t.kind != "kernel":
             continue
-        for name in task.writes:
+        for name in map(root, task.writes):
             if name in sizes:
                 s = span.setdefault(name, [t.start_t, t.end_t])
                 s[0] = min(s[0], t.start_t)
                 s[1] = max(s[1], t.end_t)
-        for name in task.reads:
+        for name in map(root, task.reads):
             if name in span:
                 span[name][1] = max(span[name][1], t.end_t)
     points = sorted([(s, 1, n) for n, (s, _) in span.items()] + [(e, 0, n) for n, (_, e) in span.items()])

@@ -22,7 +22,9 @@ class Stats:
     ``makespan_us`` spans the first task's start to the last task's end;
     ``lower_bound_us`` is max(critical path at full speed, core-time / cores,
     bytes / HBM bandwidth). Byte counts are the plan's: ``peak_bytes`` is the
-    activation pool, ``lower_bound_bytes`` the most activation bytes live at once.
+    activation pool, ``lower_bound_bytes`` the most activation bytes live at once as
+    executed, ``cut_bound_bytes`` the most that may be live together under the schedule's
+    partial order (the bound for any plan that is safe whatever the timing).
     """
 
     makespan_us: float
@@ -40,6 +42,7 @@ class Stats:
     hbm_utilization: float
     peak_bytes: int
     lower_bound_bytes: int
+    cut_bound_bytes: int | None
     no_reuse_bytes: int
     weight_bytes: int
     io_bytes: int
@@ -76,8 +79,8 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
         num_streams=len(sched.streams), num_events=sched.num_events,
         waits_before_pruning=sched.stats.get("waits_before_pruning", 0), num_event_ids=sched.num_event_ids,
         **utilization(done, compiled.profile, makespan),
-        peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=executed_live_peak(done, sizes),
-        no_reuse_bytes=plan.no_reuse_bytes, weight_bytes=plan.region_bytes["weight"],
+        peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
+        cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes, weight_bytes=plan.region_bytes["weight"],
         io_bytes=plan.region_bytes["io"], host_time_us=float(dev.host_t), compile_s=compiled.compile_s)
 
 

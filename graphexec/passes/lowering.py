@@ -2,8 +2,10 @@
 
 Pure views (Reshape, Flatten, Squeeze, Unsqueeze, Identity) launch nothing: their
 output aliases the input's bytes, which is safe because values are never written
-twice. Every other node becomes a kernel task with its cost, on the AI core when an
-own kernel serves it and on the AI CPU when only the reference fallback does.
+twice. A Concat whose inputs can lie side by side launches nothing either (GE's
+concat no-task): its producers write into their slices of its output. Every other node
+becomes a kernel task with its cost, on the AI core when an own kernel serves it and on
+the AI CPU when only the reference fallback does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import node_cost
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.passes.concat import no_task_concats
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.tasks import Task, TaskGraph, TaskKind
 
@@ -36,28 +39,38 @@ def _shapes(graph: Graph, names: list[str]) -> tuple[list, int]:
 
 def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
     """The task graph of ``graph``; ``runners`` gets one NodeRunner per kernel node."""
-    tasks: list[Task] = []
-    alias: dict[str, str] = {}
-    writer: dict[str, int] = {}
-    deps: dict[int, set[int]] = {}
+    views = {n.outputs[0]: n.inputs[0] for n in graph.nodes if _is_view(n, graph)}
+    slices = no_task_concats(graph, set(views))
+    merged = {x for x, _ in slices.values()}
+    tg = TaskGraph([], {}, dict(views), {})
+    for x, (y, off) in slices.items():
+        tg.alias[x], tg.offset[x] = y, off
+    writers: dict[str, set[int]] = {}
     for node in graph.nodes:
-        if _is_view(node, graph):
-            alias[node.outputs[0]] = node.inputs[0]
-            continue
-        runner = runners[node.name] = NodeRunner(node, graph)
-        in_shapes, in_bytes = _shapes(graph, node.inputs)
         outs = [o for o in node.outputs if o]
-        out_shapes, out_bytes = _shapes(graph, outs)
-        cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback)
-        tid = len(tasks)
-        reads = list(dict.fromkeys(_root(alias, n) for n in node.all_inputs))
-        kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
-        tasks.append(Task(tid, kind, node.name, node.op, reads, outs, cost.unit, cost.flops, cost.bytes,
-                          cost.block_dim, _compute_dtype(graph, outs), runner, node))
-        deps[tid] = {writer[r] for r in reads if r in writer}
+        if node.outputs[0] in views:
+            writers[outs[0]] = writers.get(node.inputs[0], set())
+            continue
+        if node.op == "Concat" and outs and outs[0] in merged:
+            writers[outs[0]] = set().union(*(writers.get(x, set()) for x in node.inputs))
+            continue
+        tid = len(tg.tasks)
+        tg.tasks.append(_kernel_task(tid, node, graph, runners))
+        tg.deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
         for o in outs:
-            writer[o] = tid
-    return TaskGraph(tasks, deps, alias)
+            writers[o] = {tid}
+    return tg
+
+
+def _kernel_task(tid: int, node: Node, graph: Graph, runners: dict[str, NodeRunner]) -> Task:
+    runner = runners[node.name] = NodeRunner(node, graph)
+    in_shapes, in_bytes = _shapes(graph, node.inputs)
+    outs = [o for o in node.outputs if o]
+    out_shapes, out_bytes = _shapes(graph, outs)
+    cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback)
+    kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
+    return Task(tid, kind, node.name, node.op, list(dict.fromkeys(node.all_inputs)), outs, cost.unit, cost.flops,
+                cost.bytes, cost.block_dim, _compute_dtype(graph, outs), runner, node)
 
 
 def _compute_dtype(graph: Graph, outputs: list[str]) -> str:
@@ -66,12 +79,6 @@ def _compute_dtype(graph: Graph, outputs: list[str]) -> str:
         if t.dtype is not None and t.dtype.kind in "fiub":
             return t.dtype.name
     return "float32"
-
-
-def _root(alias: dict[str, str], name: str) -> str:
-    while name in alias:
-        name = alias[name]
-    return name
 
 
 class Lowering(Pass):

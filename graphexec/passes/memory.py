@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.events import Schedule
+from graphexec.passes.lifetimes import Lifetime, lifetimes
+from graphexec.passes.placement import conflicts, cut_bound, place_hybrid
 from graphexec.passes.tasks import TaskGraph
 
 log = logging.getLogger(__name__)
@@ -43,8 +45,9 @@ class MemoryPlan:
 
     entries: list[PlanEntry]
     region_bytes: dict[str, int]
-    lower_bound_bytes: int
+    lower_bound_bytes: int        # live peak if the tasks ran one at a time in launch order
     no_reuse_bytes: int
+    cut_bound_bytes: int | None = None   # most bytes that may be live together in the partial order
     by_name: dict[str, PlanEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -59,66 +62,6 @@ class MemoryPlan:
     @property
     def peak_bytes(self) -> int:
         return self.region_bytes.get("activation", 0)
-
-
-@dataclass(frozen=True, slots=True)
-class Lifetime:
-    """When a tensor is in use: its writer and, per stream, the last position touching it."""
-
-    name: str
-    size: int
-    first: int                    # launch index of the writer
-    last: int                     # launch index of the last reader
-    stream: int
-    writer: int                   # task id of the writer
-    end: tuple[int, ...]          # per stream, the last position of a task touching it (-1: none)
-
-
-def lifetimes(tasks: TaskGraph, schedule: Schedule, sizes: dict[str, int]) -> dict[str, Lifetime]:
-    """Lifetime of every root value written by a task and present in ``sizes``."""
-    n = len(schedule.streams)
-    info: dict[str, list] = {}
-    for i, t in enumerate(schedule.order):
-        for name in t.writes:
-            if name in sizes and name not in info:
-                info[name] = [i, i, t.stream, t.id, [-1] * n]
-        for name in list(t.reads) + list(t.writes):
-            rec = info.get(name)
-            if rec is not None:
-                rec[1] = max(rec[1], i)
-                rec[4][t.stream] = max(rec[4][t.stream], schedule.pos[t.id])
-    return {k: Lifetime(k, sizes[k], v[0], v[1], v[2], v[3], tuple(v[4])) for k, v in info.items()}
-
-
-def ordered(a: Lifetime, b: Lifetime, schedule: Schedule) -> bool:
-    """True when every use of ``a`` happens before ``b`` is written, so they may share bytes."""
-    clock = schedule.clock[b.writer]
-    return all(e < 0 or clock[s] > e for s, e in enumerate(a.end))
-
-
-def best_fit(items: list[Lifetime], schedule: Schedule) -> tuple[dict[str, int], int]:
-    """Greedy by size, best fit: offsets for the items, and the pool size.
-
-    An item may overlap the bytes of a placed one only when the two are ordered in the
-    schedule's happens-before relation (stream order plus events), never merely by time.
-    """
-    placed: list[tuple[int, Lifetime]] = []
-    offsets: dict[str, int] = {}
-    peak = 0
-    for item in sorted(items, key=lambda x: (-x.size, x.first, x.name)):
-        live = sorted((o, p.size) for o, p in placed
-                      if not (ordered(p, item, schedule) or ordered(item, p, schedule)))
-        best, best_gap, cursor = None, None, 0
-        for o, size in live:
-            gap = o - cursor
-            if gap >= item.size and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, o + size)
-        offset = cursor if best is None else best
-        offsets[item.name] = offset
-        placed.append((offset, item))
-        peak = max(peak, offset + item.size)
-    return offsets, peak
 
 
 def _live_peak(items: list[Lifetime]) -> int:
@@ -151,7 +94,7 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
         if t.is_static and name in read:
             fixed(name, "weight", t.nbytes)
     sizes: dict[str, int] = {}
-    for name in dict.fromkeys(list(graph.inputs) + [w for tk in tasks.tasks for w in tk.writes]):
+    for name in dict.fromkeys(list(graph.inputs) + [tasks.root(w) for tk in tasks.tasks for w in tk.writes]):
         t = graph.values[name].type
         if not t.is_static or name in graph.constants:
             continue
@@ -161,8 +104,11 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
             sizes[name] = align(max(t.nbytes, 1))
     acts = list(lifetimes(tasks, schedule, sizes).values())
     no_reuse = sum(a.size for a in acts)
+    clash = conflicts(acts, schedule)
+    cut = _live_peak(acts) if len(schedule.streams) == 1 else cut_bound(acts, clash)
     if reuse:
-        offsets, peak = best_fit(acts, schedule)
+        offsets, peak, heuristic = place_hybrid(acts, schedule, clash)
+        log.debug("memory plan: heuristic %s", heuristic)
     else:
         offsets, peak, acc = {}, no_reuse, 0
         for a in acts:
@@ -172,7 +118,7 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
                                  a.first, a.last, a.stream))
     regions = {"activation": peak, "io": cursor["io"], "weight": cursor["weight"]}
     log.debug("memory plan: pool %d bytes, %d without reuse", peak, no_reuse)
-    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse)
+    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut)
 
 
 class MemoryPlanning(Pass):

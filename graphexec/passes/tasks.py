@@ -22,7 +22,7 @@ class Task:
     """One unit of device work.
 
     Attributes:
-        reads/writes: value names (after aliasing, the buffers they live in).
+        reads/writes: value names; TaskGraph.locate maps them to buffers.
         unit: "cube", "vector" or "aicpu": which cores run it.
         flops, bytes: the work, for the roofline cost model.
         block_dim: how many independent blocks (output tiles) it splits into.
@@ -50,16 +50,27 @@ class Task:
 class TaskGraph:
     """Kernel tasks in a valid order plus their data dependencies.
 
-    ``alias`` maps a view's value name to the value whose bytes it shares; ``deps``
-    maps a task id to the ids of the tasks it must follow.
+    ``alias`` maps a value that owns no bytes (a view, a no-task Concat input) to the
+    value it lives in, ``offset`` gives its byte offset there (0 when absent); ``deps``
+    maps a task id to the ids of the tasks it must follow. Tasks name the values they
+    read and write; :meth:`locate` finds the buffer.
     """
 
     tasks: list[Task]
     deps: dict[int, set[int]]
     alias: dict[str, str] = field(default_factory=dict)
+    offset: dict[str, int] = field(default_factory=dict)
 
     def root(self, name: str) -> str:
         """The value that owns the bytes ``name`` lives in."""
         while name in self.alias:
             name = self.alias[name]
         return name
+
+    def locate(self, name: str) -> tuple[str, int]:
+        """(root, byte offset of ``name`` inside the root)."""
+        off = 0
+        while name in self.alias:
+            off += self.offset.get(name, 0)
+            name = self.alias[name]
+        return name, off

@@ -111,7 +111,10 @@ def test_compare_table_plot_and_json(tmp_path):
 
 
 def test_plan_shows_streams_events_and_memory():
-    p = cli("plan", str(MODEL), "--streams", "4", "--policy", "ge")
+    import onnx
+
+    light = Path(onnx.__file__).parent / "backend/test/data/light/light_inception_v1.onnx"
+    p = cli("plan", str(light), "--streams", "4", "--policy", "ge")
     assert p.returncode == 0, p.stderr
     assert "stream 3:" in p.stdout and "record e" in p.stdout and "wait   e" in p.stdout
     assert "memory: activation pool" in p.stdout
