@@ -48,8 +48,17 @@ def _matmul_mnk(op: str, ins: list, out: tuple[int, ...], attrs: dict) -> tuple[
 
 
 def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_bytes: int,
-              attrs: dict, on_aicpu: bool) -> Cost:
-    """The cost of one node from the static shapes of its inputs and outputs."""
+              attrs: dict, on_aicpu: bool, domain: str = "") -> Cost:
+    """The cost of one node from the static shapes of its inputs and outputs.
+
+    A custom kernel's own cost rule (``@gx.kernel(..., cost=...)``) wins when it has one.
+    """
+    if domain and not on_aicpu:
+        from graphexec.kernels.custom import CostInput, custom_cost  # custom imports this module
+
+        custom = custom_cost(op, domain, CostInput(in_shapes, out_shapes, in_bytes, out_bytes, attrs))
+        if custom is not None:
+            return custom
     moved = float(in_bytes + out_bytes)
     out = tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else ()
     if on_aicpu:

@@ -67,7 +67,8 @@ def _kernel_task(tid: int, node: Node, graph: Graph, runners: dict[str, NodeRunn
     in_shapes, in_bytes = _shapes(graph, node.inputs)
     outs = [o for o in node.outputs if o]
     out_shapes, out_bytes = _shapes(graph, outs)
-    cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback)
+    cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback,
+                     node.domain)
     kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
     return Task(tid, kind, node.name, node.op, list(dict.fromkeys(node.all_inputs)), outs, cost.unit, cost.flops,
                 cost.bytes, cost.block_dim, _compute_dtype(graph, outs), runner, node)

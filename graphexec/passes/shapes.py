@@ -17,6 +17,7 @@ from graphexec.frontend.export import to_onnx, value_info
 from graphexec.frontend.onnx import tensor_type
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.kernels.custom import lookup_custom, output_types
 from graphexec.passes.base import CompileState, Pass, PassResult
 
 log = logging.getLogger(__name__)
@@ -27,10 +28,39 @@ _SMALL_CONST = 4096  # constants up to this many elements go to inference as dat
 
 
 def infer_types(graph: Graph) -> bool:
-    """Run onnx shape inference; store every newly known type. True if any changed."""
+    """Run the custom kernels' shape rules and onnx shape inference; True if any type changed.
+
+    onnx skips ops it does not know, so the two alternate: each round types at least one
+    more custom node, whose outputs onnx then sees as value_info.
+    """
+    customs = [n for n in graph.nodes if lookup_custom(n.op, n.domain) is not None]
+    changed = False
+    for _ in range(len(customs) + 1):
+        step = _apply_shape_rules(graph, customs)
+        step = _onnx_infer(graph, customs) or step
+        changed |= step
+        if not step:
+            break
+    return changed
+
+
+def _apply_shape_rules(graph: Graph, customs: list[Node]) -> bool:
+    changed = False
+    for node in customs:
+        ins = [graph.values[n].type for n in node.inputs if n]
+        outs = output_types(lookup_custom(node.op, node.domain), ins, node.attrs) or []
+        for name, t in zip(node.outputs, outs):
+            if name and _better(t, graph.values[name].type):
+                graph.values[name].type = t
+                changed = True
+    return changed
+
+
+def _onnx_infer(graph: Graph, customs: list[Node]) -> bool:
     small = {n: c for n, c in graph.constants.items()
              if isinstance(c, np.ndarray) and c.size <= _SMALL_CONST and c.dtype != object}
     model = to_onnx(graph, with_constants=False)
+    model.graph.value_info.extend(value_info(o, graph.values[o].type) for n in customs for o in n.outputs if o)
     model.graph.initializer.extend(onnx.numpy_helper.from_array(c, n) for n, c in small.items())
     model.graph.input.extend(value_info(n, graph.values[n].type) for n in graph.constants if n not in small)
     try:
