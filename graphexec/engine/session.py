@@ -30,7 +30,7 @@ class SessionOptions:
 
     streams: int | str = 1
     policy: str | None = None
-    memory_reuse: bool = True
+    memory: str = "reuse"
     fold: bool = True
     check_hazards: bool = False
     input_types: dict = field(default_factory=dict, compare=False, hash=False)
@@ -43,17 +43,22 @@ class Session:
         graph: a Graph, or anything ``gx.load`` accepts (a path, a ModelProto).
         streams: how many streams tasks may use (an int >= 1, or "auto").
         device: a built-in profile name ("ascend910", ...) or a profile YAML path.
-        memory_reuse: let intermediates share pool blocks (off: each gets its own).
+        memory: "reuse" (intermediates share pool blocks when the schedule orders them),
+            "none" (each gets its own bytes) or "joint" (also add events that let more
+            tensors share, when that shrinks the pool; the cost in time is reported).
+        memory_reuse: False is the same as memory="none".
         check_hazards: record byte ranges and report unsynchronized accesses.
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str = 1, device: str | DeviceProfile = "ascend910",
-                 *, policy: str | None = None, memory_reuse: bool = True, fold: bool = True,
-                 check_hazards: bool = False) -> None:
+                 *, policy: str | None = None, memory: str = "reuse", memory_reuse: bool = True,
+                 fold: bool = True, check_hazards: bool = False) -> None:
+        if memory not in ("reuse", "none", "joint"):
+            raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
         self.graph = graph if isinstance(graph, Graph) else load(graph)
         self.profile = load_profile(device)
-        self.options = SessionOptions(_check_streams(streams, self.profile), policy, memory_reuse,
-                                      fold, check_hazards)
+        self.options = SessionOptions(_check_streams(streams, self.profile), policy,
+                                      memory if memory_reuse else "none", fold, check_hazards)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
 

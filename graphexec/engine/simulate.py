@@ -12,6 +12,11 @@ from graphexec.runtime.sim import DeviceTask
 
 def simulate_makespan(schedule: Schedule, profile: Any) -> float:
     """Simulated device time of ``schedule`` on ``profile`` (no kernel is computed)."""
+    return simulate_times(schedule, profile)[0]
+
+
+def simulate_times(schedule: Schedule, profile: Any) -> tuple[float, dict[int, tuple[float, float]]]:
+    """Makespan and each kernel task's (start, end) in a timing-only run."""
     dev = Device(profile)
     streams = {0: dev.default_stream}
     for i in range(1, len(schedule.streams)):
@@ -25,9 +30,10 @@ def simulate_makespan(schedule: Schedule, profile: Any) -> float:
         elif t.kind is TaskKind.EVENT_WAIT:
             dev.stream_wait_event(s, events[t.event])
         else:
-            launched.append(dev.launch(DeviceTask("kernel", s, t.name, unit=t.unit, block_dim=t.block_dim,
-                                                  flops=t.flops, bytes=t.bytes, dtype=t.dtype)))
+            launched.append((t.id, dev.launch(DeviceTask("kernel", s, t.name, unit=t.unit, block_dim=t.block_dim,
+                                                         flops=t.flops, bytes=t.bytes, dtype=t.dtype))))
     dev.synchronize_device()
     if not launched:
-        return 0.0
-    return max(t.end_t for t in launched) - min(t.start_t for t in launched)
+        return 0.0, {}
+    times = {i: (d.start_t, d.end_t) for i, d in launched}
+    return max(e for _, e in times.values()) - min(s for s, _ in times.values()), times

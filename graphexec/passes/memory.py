@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.events import Schedule
+from graphexec.passes.joint import joint_plan
 from graphexec.passes.lifetimes import Lifetime, lifetimes
 from graphexec.passes.placement import conflicts, cut_bound, place_hybrid
 from graphexec.passes.tasks import TaskGraph
@@ -48,6 +49,9 @@ class MemoryPlan:
     lower_bound_bytes: int        # live peak if the tasks ran one at a time in launch order
     no_reuse_bytes: int
     cut_bound_bytes: int | None = None   # most bytes that may be live together in the partial order
+    items: list = field(default_factory=list, repr=False)    # activation lifetimes, for joint planning
+    clash: list = field(default_factory=list, repr=False)    # their conflict lists
+    joint: dict = field(default_factory=dict)                # what memory="joint" did and cost
     by_name: dict[str, PlanEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -118,13 +122,21 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
                                  a.first, a.last, a.stream))
     regions = {"activation": peak, "io": cursor["io"], "weight": cursor["weight"]}
     log.debug("memory plan: pool %d bytes, %d without reuse", peak, no_reuse)
-    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut)
+    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut, acts, clash)
 
 
 class MemoryPlanning(Pass):
     name = "memory"
 
     def call(self, state: CompileState) -> PassResult:
-        reuse = state.options.memory_reuse if state.options is not None else True
-        state.memory_plan = plan_memory(state.graph, state.tasks, state.schedule, reuse)
+        mode = state.options.memory if state.options is not None else "reuse"
+        plan = lambda sched: plan_memory(state.graph, state.tasks, sched, mode != "none")  # noqa: E731
+        if mode == "joint" and len(state.schedule.streams) > 1:
+            from graphexec.engine.simulate import simulate_times
+
+            state.schedule, state.memory_plan, report = joint_plan(
+                state.tasks, state.schedule, plan, lambda sched: simulate_times(sched, state.profile))
+            state.memory_plan.joint = report
+        else:
+            state.memory_plan = plan(state.schedule)
         return PassResult(state, True)
