@@ -168,6 +168,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_kernels(paths: Sequence[str] | None) -> None:
+    """Run the Python files given with --kernels: their @gx.kernel decorators register custom ops."""
+    import runpy
+
+    for path in paths or ():
+        if not os.path.isfile(path):
+            raise UsageError(f"--kernels {path}: no such file")
+        try:
+            runpy.run_path(path)
+        except Exception as e:  # noqa: BLE001  (the user's code)
+            raise UsageError(f"--kernels {path}: {type(e).__name__}: {e}") from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from graphexec.frontend.yaml import check_yaml
+
+    if not args.graph.endswith((".yaml", ".yml")):
+        graph = gx.load(args.graph)
+    else:
+        graph, problems = check_yaml(args.graph)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems or graph is None:
+            return 2
+    streams = len(graph.meta["schedule"]["streams"]) if "schedule" in graph.meta else 0
+    print(f"{args.graph}: ok, {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs"
+          + (f", a schedule on {streams} streams" if streams else ""))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from graphexec.frontend.convert import save
+
+    written = save(gx.load(args.input), args.output)
+    print("wrote " + " and ".join(map(str, written)))
+    return 0
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from graphexec.runtime.profiles import builtin_profiles
 
@@ -189,6 +227,7 @@ def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
     p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
     p.add_argument("--device", default="ascend910", help="built-in device name or a profile .yaml")
+    p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -197,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphexec", description="Run compute graphs on an emulated NPU runtime.")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model and print its outputs and device time")
-    run.add_argument("model", help="an .onnx file")
+    run.add_argument("model", help="an .onnx or .yaml/.yml graph")
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
     run.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
     run.add_argument("--streams", default="1", help="number of streams, or 'auto' (default 1)")
@@ -206,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (open in Perfetto)")
     run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     run.set_defaults(fn=cmd_run)
     cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
     cmp.add_argument("model")
@@ -221,6 +261,15 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
     _model_options(plan, json_flag=False)
     plan.set_defaults(fn=cmd_plan)
+    val = sub.add_parser("validate", help="check a YAML graph and list every problem, one per line")
+    val.add_argument("graph", help="a .yaml/.yml graph (or any model gx.load reads)")
+    val.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    val.set_defaults(fn=cmd_validate)
+    conv = sub.add_parser("convert", help="write a graph as YAML (+ .npz for big constants) or ONNX")
+    conv.add_argument("input", help="a .onnx or .yaml/.yml graph")
+    conv.add_argument("output", help="OUT.yaml, OUT.yml or OUT.onnx")
+    conv.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    conv.set_defaults(fn=cmd_convert)
     dev = sub.add_parser("devices", help="list the built-in device profiles")
     dev.add_argument("--json", action="store_true")
     dev.set_defaults(fn=cmd_devices)
@@ -230,6 +279,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        load_kernels(getattr(args, "kernels", None))
         return args.fn(args)
     except GraphExecError as e:
         print(f"graphexec: error: {e}", file=sys.stderr)

@@ -14,11 +14,13 @@ from graphexec.engine.session import Session
 from graphexec.errors import (AclError, DeviceError, FeedError, GraphError, GraphExecError, KernelError,
                               ModelLoadError, OutOfMemoryError, PassError, UnsupportedOpError)
 from graphexec.frontend import load
+from graphexec.frontend.builder import GraphBuilder
 from graphexec.ir import Graph
+from graphexec.kernels.custom import kernel
 
 __all__ = [
-    "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphError", "GraphExecError", "KernelError",
-    "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats", "UnsupportedOpError",
-    "compare", "default_feeds", "load",
+    "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphBuilder", "GraphError", "GraphExecError",
+    "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats", "UnsupportedOpError",
+    "compare", "default_feeds", "kernel", "load",
 ]
 __version__ = "0.1.0"

@@ -20,6 +20,18 @@ class ModelLoadError(GraphExecError):
     """A model file or object could not be read or is not a valid graph."""
 
 
+class GraphValidationError(ModelLoadError):
+    """A YAML graph has problems; ``problems`` keeps each one with its file, line and column."""
+
+    def __init__(self, message: str, problems: list | None = None) -> None:
+        self.problems = list(problems or [])
+        super().__init__(message)
+
+
+class ExportError(GraphExecError):
+    """A graph holds something the format it is written to cannot express."""
+
+
 class GraphError(GraphExecError):
     """The graph is structurally wrong: a cycle, a dangling input, a duplicate name."""
 

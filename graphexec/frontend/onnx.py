@@ -17,6 +17,7 @@ from onnx import numpy_helper
 
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
+from graphexec.frontend.onnx_meta import read_meta
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 
 
@@ -106,7 +107,8 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
-def _to_node(i: int, n: onnx.NodeProto) -> Node:
+def node_from_proto(i: int, n: onnx.NodeProto) -> Node:
+    """The IR node of a NodeProto (the i-th of its graph, for a default name)."""
     implicit: set[str] = set()
     for a in n.attribute:
         for sub in _graphs_of(a):
@@ -150,7 +152,7 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
             if arr is not None:
                 graph.values[n.output[0]] = Value(n.output[0], TensorType(arr.dtype, arr.shape), arr)
                 continue
-        graph.nodes.append(_to_node(i, n))
+        graph.nodes.append(node_from_proto(i, n))
         for o in n.output:
             if o:
                 graph.value(o)
@@ -159,6 +161,7 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
         if v.const is None and vi.type.WhichOneof("value"):
             v.type = tensor_type(vi.type)
     graph.outputs = [o.name for o in g.output]
+    read_meta(model, graph)
     _check_names(graph, source)
     topological_sort(graph)
     verify(graph)

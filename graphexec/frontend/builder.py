@@ -1,0 +1,167 @@
+"""The Python builder: graphs in code, with every op checked and typed as it is added.
+
+Example:
+    >>> b = gx.GraphBuilder("mlp", opset=17)
+    >>> x = b.input("x", "float32", [2, 3])
+    >>> h = b.Relu(b.MatMul(x, b.constant(np.ones((3, 4), np.float32), "w")))
+    >>> h.type                                   # float32[2x4], known at once
+    >>> b.output(h)
+    >>> gx.Session(b.build()).run({"x": np.ones((2, 3), np.float32)})
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import onnx
+
+from graphexec.errors import GraphError
+from graphexec.frontend.infer import infer_node
+from graphexec.frontend.opcheck import default_opset, finish_node, op_problem, resolve_domain
+from graphexec.ir import Graph, Node, TensorType, Value, verify
+
+Input = "Tensor | str | np.ndarray | float | int | None"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value of the graph being built; pass it to ``op`` as an input."""
+
+    name: str
+    builder: "GraphBuilder"
+
+    @property
+    def type(self) -> TensorType:
+        return self.builder.graph.values[self.name].type
+
+    @property
+    def shape(self) -> tuple | None:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return self.type.dtype
+
+
+class GraphBuilder:
+    """Builds a Graph: inputs, constants, ops (any ONNX op or custom kernel), outputs.
+
+    ``b.op("Conv", x, w, pads=[1, 1, 1, 1])`` and ``b.Conv(x, w, pads=[1, 1, 1, 1])`` are
+    the same. Each op is checked when added (op known, attributes valid, input types
+    accepted) and its outputs typed, so a mistake raises ``GraphError`` at its line.
+    """
+
+    def __init__(self, name: str = "graph", opset: int | None = None) -> None:
+        self.graph = Graph(name, opsets={"": opset or onnx.defs.onnx_opset_version()}, source=f"builder {name!r}")
+        self._names: set[str] = set()
+
+    def _fresh(self, base: str) -> str:
+        name, i = base, 0
+        while name in self._names or name in self.graph.values:
+            i += 1
+            name = f"{base}_{i}"
+        return name
+
+    def input(self, name: str, dtype: Any, shape: Sequence[int | str | None] | None) -> Tensor:
+        """A graph input fed at run time; dims may be sizes, symbolic names or None."""
+        self._new_value(name)
+        t = TensorType(np.dtype(dtype), None if shape is None else tuple(shape))
+        self.graph.values[name] = Value(name, t)
+        self.graph.inputs.append(name)
+        return Tensor(name, self)
+
+    def constant(self, value: Any, name: str | None = None, dtype: Any = None) -> Tensor:
+        """A constant (weights, shapes); numpy arrays keep their dtype, Python numbers need ``dtype`` or get numpy's."""
+        arr = np.asarray(value, dtype=dtype)
+        name = name or self._fresh("const")
+        self._new_value(name)
+        self.graph.values[name] = Value(name, TensorType(arr.dtype, arr.shape), arr)
+        return Tensor(name, self)
+
+    def op(self, op: str, *inputs: Any, outputs: int | Sequence[str] = 1, name: str | None = None,
+           domain: str | None = None, stream_label: str | None = None, priority: int | None = None,
+           attrs: dict[str, Any] | None = None, **attributes: Any) -> Any:
+        """Add a node; returns its output Tensor, or a tuple of them for several outputs.
+
+        Inputs are Tensors, value names, None (an omitted optional input) or arrays
+        (made constants). ``attrs`` takes attributes whose names clash with these keywords.
+        """
+        domain, problem = resolve_domain(op, domain, self.graph.opsets[""])
+        name = name or self._fresh(op.lower())
+        outs = list(outputs) if not isinstance(outputs, int) else [self._fresh(f"{name}_out") for _ in range(outputs)]
+        for o in outs:
+            self._new_value(o)
+        node = Node(name, op, [self._input(x) for x in inputs], outs, {**(attrs or {}), **attributes}, domain)
+        if stream_label is not None:
+            node.meta["stream_label"] = stream_label
+        if priority is not None:
+            node.meta["priority"] = priority
+        if domain and domain not in self.graph.opsets:
+            self.graph.opsets[domain] = default_opset(domain)
+        node = self._checked(node, problem)
+        try:
+            types = infer_node(self.graph, node)
+        except GraphError as e:
+            raise GraphError(f"{self.graph.source}: {e}") from None
+        self._names.add(name)
+        self.graph.nodes.append(node)
+        for o, t in zip(outs, types):
+            self.graph.values[o] = Value(o, t)
+        result = tuple(Tensor(o, self) for o in outs)
+        return result[0] if len(result) == 1 else result
+
+    def _checked(self, node: Node, problem: str | None) -> Node:
+        problem = problem or op_problem(node, self.graph)
+        node, issues = finish_node(len(self.graph.nodes), node, self.graph)
+        if problem or issues:
+            raise GraphError(f"{self.graph.source}: {problem or issues[0][1]}")
+        if node.name in self._names:
+            raise GraphError(f"{self.graph.source}: node name {node.name!r} is used twice")
+        for n in node.inputs:
+            if n and n not in self.graph.values:
+                raise GraphError(f"{self.graph.source}: node {node} reads {n!r}, which is not in the graph yet")
+        return node
+
+    def _input(self, x: Any) -> str:
+        if x is None:
+            return ""
+        if isinstance(x, Tensor):
+            if x.builder is not self:
+                raise GraphError(f"{self.graph.source}: tensor {x.name!r} belongs to another builder")
+            return x.name
+        if isinstance(x, str):
+            return x
+        return self.constant(x).name
+
+    def _new_value(self, name: str) -> None:
+        if not name or name in self.graph.values:
+            raise GraphError(f"{self.graph.source}: value name {name!r} is empty or already used")
+
+    def output(self, *tensors: Tensor | str) -> None:
+        """Mark values as graph outputs, in order."""
+        for t in tensors:
+            name = t.name if isinstance(t, Tensor) else t
+            if name not in self.graph.values:
+                raise GraphError(f"{self.graph.source}: output {name!r} is not a value of the graph")
+            self.graph.outputs.append(name)
+
+    def build(self) -> Graph:
+        """The finished graph, verified; the builder can go on and build again."""
+        if not self.graph.outputs:
+            raise GraphError(f"{self.graph.source}: the graph has no outputs; call output() first")
+        graph = copy.copy(self.graph)
+        graph.nodes = list(self.graph.nodes)
+        graph.values = {k: copy.copy(v) for k, v in self.graph.values.items()}
+        graph.inputs, graph.outputs = list(self.graph.inputs), list(self.graph.outputs)
+        graph.opsets, graph.meta = dict(self.graph.opsets), dict(self.graph.meta)
+        graph.source = "<builder>"
+        verify(graph)
+        return graph
+
+    def __getattr__(self, op: str) -> Callable[..., Any]:
+        if not op[:1].isupper():
+            raise AttributeError(op)
+        return lambda *inputs, **kw: self.op(op, *inputs, **kw)

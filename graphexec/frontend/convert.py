@@ -1,0 +1,166 @@
+"""Any loaded graph back to a file: YAML (with a .npz beside it for big constants) or ONNX.
+
+Both keep what the runtime needs bit for bit (constants, attributes, types, node
+order and names) and graphexec's annotations (stream labels, priorities, schedule,
+options), so YAML -> IR -> ONNX -> IR -> YAML gives the same results.
+
+Example:
+    >>> save(gx.load("models/inception_block.onnx"), "inception_block.yaml")
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+import yaml
+
+from graphexec.errors import ExportError
+from graphexec.frontend.export import to_onnx, value_info
+from graphexec.frontend.onnx_meta import write_meta
+from graphexec.frontend.yaml_tensors import dtype_name, encode_attr, tensor_entry
+from graphexec.ir import Graph, Node, TensorType
+
+INLINE_MAX = 64  # constants with more elements go to the .npz beside the YAML file
+
+
+def onnx_model(graph: Graph) -> onnx.ModelProto:
+    """The graph as an ONNX model: custom ops in their domains, annotations as metadata."""
+    for node in graph.nodes:  # a builder graph may use a custom domain it never declared
+        if node.domain and node.domain not in graph.opsets:
+            graph.opsets[node.domain] = 1
+    model = to_onnx(graph)
+    known = set(graph.inputs) | set(graph.outputs) | set(graph.constants)
+    model.graph.value_info.extend(value_info(n, v.type) for n, v in graph.values.items()
+                                  if n not in known and (v.type.dtype is not None or v.type.shape is not None)
+                                  and v.type.kind == "tensor")
+    write_meta(graph, model)
+    return model
+
+
+def yaml_data(graph: Graph, weights: str | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The YAML document of ``graph`` and the arrays that go to the ``weights`` .npz file.
+
+    With ``weights`` None every constant is written inline.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    doc: dict[str, Any] = {"version": 1, "name": graph.name}
+    if graph.meta.get("description"):
+        doc["description"] = graph.meta["description"]
+    doc["opset"] = graph.opsets.get("", onnx.defs.onnx_opset_version())
+    if any(d for d in graph.opsets):
+        doc["opsets"] = {d: v for d, v in sorted(graph.opsets.items()) if d}
+    doc["inputs"], doc["outputs"] = list(graph.inputs), list(graph.outputs)
+    doc["tensors"] = _tensors(graph, weights, arrays)
+    doc["nodes"] = [_node(n) for n in graph.nodes]
+    if "schedule" in graph.meta:
+        doc["schedule"] = _schedule(graph.meta["schedule"])
+    if graph.meta.get("options"):
+        doc["options"] = dict(graph.meta["options"])
+    if graph.functions:
+        doc["onnx_functions"] = [base64.b64encode(f.SerializeToString()).decode() for f in graph.functions]
+    return doc, arrays
+
+
+def _tensors(graph: Graph, weights: str | None, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, v in graph.values.items():
+        try:
+            if v.const is not None:
+                arr = np.asarray(v.const)
+                inline = weights is None or arr.size <= INLINE_MAX or arr.dtype == object
+                out[name] = tensor_entry(arr, inline, weights)  # the .npz key is the tensor name
+                if not inline:
+                    arrays[name] = arr
+            elif name in graph.inputs or _known(v.type):
+                out[name] = _type_entry(name, v.type)
+        except ValueError as e:
+            raise ExportError(f"{graph.source}: tensor {name!r} cannot be written to YAML: {e}") from None
+    return out
+
+
+def _known(t: TensorType) -> bool:
+    return t.kind == "tensor" and (t.dtype is not None or t.shape is not None)
+
+
+def _type_entry(name: str, t: TensorType) -> dict[str, Any]:
+    if t.kind != "tensor":
+        raise ValueError(f"it is a {t.kind}, and YAML graphs hold tensors only")
+    entry: dict[str, Any] = {}
+    if t.dtype is not None:
+        entry["dtype"] = dtype_name(t.dtype)
+    if t.shape is not None:
+        entry["shape"] = [d if d is None or isinstance(d, str) else int(d) for d in t.shape]
+    return entry
+
+
+def _node(node: Node) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": node.name, "op": node.op}
+    if node.domain:
+        entry["domain"] = node.domain
+    entry["inputs"], entry["outputs"] = list(node.inputs), list(node.outputs)
+    types = {a.name: a.type for a in node.proto.attribute} if node.proto is not None else {}
+    if node.attrs:
+        try:
+            entry["attributes"] = {k: encode_attr(v, types.get(k)) for k, v in node.attrs.items() if v is not None}
+        except ValueError as e:
+            raise ExportError(f"node {node}: cannot be written to YAML: {e}") from None
+    for key in ("stream_label", "priority"):
+        if key in node.meta:
+            entry[key] = node.meta[key]
+    return entry
+
+
+def _schedule(schedule: dict[str, Any]) -> dict[str, Any]:
+    streams = []
+    for s in schedule["streams"]:
+        tasks = [t["run"] if "run" in t else dict(t) for t in s["tasks"]]
+        streams.append({"name": s["name"], **({"priority": s["priority"]} if s.get("priority") is not None else {}),
+                        "tasks": tasks})
+    return {"streams": streams, "synchronize": list(schedule.get("synchronize") or [])}
+
+
+def yaml_text(doc: dict[str, Any]) -> str:
+    """The YAML text of a document from :func:`yaml_data` (leaf lists in flow style)."""
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+
+
+def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
+    """Write ``graph`` to ``path`` (.yaml/.yml or .onnx); returns the files written.
+
+    Each file is written under a temporary name and renamed, so a failure leaves no
+    partial file; the .npz of big constants goes first, so the YAML never names a
+    missing file.
+    """
+    p = Path(path)
+    if p.suffix not in (".onnx", ".yaml", ".yml"):
+        raise ExportError(f"{p}: can write .yaml, .yml or .onnx, not {p.suffix or 'a file without a suffix'}")
+    if not p.parent.is_dir():
+        raise ExportError(f"{p}: folder {p.parent} does not exist")
+    if p.suffix == ".onnx":
+        model = onnx_model(graph)
+        _replace(p, lambda tmp: onnx.save(model, tmp))
+        return [p]
+    doc, arrays = yaml_data(graph, p.with_suffix(".npz").name)
+    written = [p]
+    if arrays:
+        written.append(p.with_suffix(".npz"))
+        _replace(written[1], lambda tmp: np.savez(tmp, **arrays))
+    _replace(p, lambda tmp: tmp.write_text(yaml_text(doc), encoding="utf-8"))
+    return written
+
+
+def _replace(path: Path, write: Callable[[Path], None]) -> None:
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=".graphexec-", suffix=path.suffix)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

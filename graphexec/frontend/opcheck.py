@@ -1,0 +1,113 @@
+"""Checks of one node against what exists: its op, its opset, its attributes.
+
+Shared by the YAML loader (which collects every problem) and the builder (which
+raises on the first), so both say the same thing about the same mistake.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Any
+
+import onnx
+
+from graphexec.frontend.export import node_proto
+from graphexec.frontend.onnx import node_from_proto
+from graphexec.ir import Graph, Node
+from graphexec.kernels import registry
+from graphexec.kernels.custom import domains_of, lookup_custom
+
+Issue = tuple[tuple[str, ...], str]  # (field of the node at fault, message)
+
+
+def resolve_domain(op: str, domain: str | None, opset: int) -> tuple[str, str | None]:
+    """The node's domain and a problem, if any.
+
+    A bare op is the ONNX one when the graph's opset has it, else the custom kernel's
+    (``Swish`` is a custom kernel at opset 17 and the ONNX op from opset 24).
+    """
+    if domain is not None:
+        return ("" if domain == "ai.onnx" else domain), None
+    first = _first_versions().get(("", op))
+    found = domains_of(op)
+    if (first is not None and first <= opset) or registry.lookup(op, "") or not found:
+        return "", None
+    if len(found) > 1:
+        return found[0], f"op {op!r} is defined in custom domains {', '.join(found)}; give a domain"
+    return found[0], None
+
+
+@functools.cache
+def _first_versions() -> dict[tuple[str, str], int]:
+    """(domain, op) -> the first opset that has the op, over every ONNX schema."""
+    first: dict[tuple[str, str], int] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        key = (s.domain, s.name)
+        first[key] = min(first.get(key, s.since_version), s.since_version)
+    return first
+
+
+def default_opset(domain: str) -> int:
+    """The newest opset of an ONNX domain; 1 for a custom domain."""
+    return max((s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.domain == domain), default=1)
+
+
+def op_problem(node: Node, graph: Graph) -> str | None:
+    """Why the node's op cannot run (unknown, or not in the graph's opset), with the closest names."""
+    if lookup_custom(node.op, node.domain) or any(f.name == node.op and f.domain == node.domain
+                                                   for f in graph.functions):
+        return None
+    first = _first_versions().get((node.domain, node.op))
+    if first is not None:
+        version = graph.opsets.get(node.domain, 1)
+        return f"node {node}: op {node.op!r} is not in opset {version} (it exists from opset {first})" \
+            if version < first else None
+    if registry.lookup(node.op, node.domain):
+        return None
+    where = f" in domain {node.domain!r}" if node.domain else ""
+    known = sorted({op for _, op in _first_versions()} | {op for _, op in registry.registered_ops()})
+    close = difflib.get_close_matches(node.op, known, n=3)
+    hint = f"closest known: {', '.join(close)}" if close else "no ONNX op or registered kernel has a similar name"
+    return f"node {node.name!r}: unknown op {node.op!r}{where}; {hint}"
+
+
+def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
+    """The node made through a NodeProto, exactly as an ONNX file's node is, plus its attribute problems.
+
+    Ints given where the schema wants floats (``alpha: 1``) become floats, as the author meant.
+    """
+    issues: list[Issue] = []
+    schema = _schema(node, graph)
+    if schema is not None:
+        for key in list(node.attrs):
+            if key not in schema.attributes:
+                issues.append((("attributes", key), f"node {node}: unknown attribute {key!r}; {node.op} has: "
+                                                     f"{', '.join(sorted(schema.attributes)) or 'none'}"))
+                del node.attrs[key]
+            else:
+                node.attrs[key] = _coerce(node.attrs[key], schema.attributes[key].type)
+        issues += [((), f"node {node}: missing required attribute {key!r}")
+                   for key, a in schema.attributes.items() if a.required and key not in node.attrs]
+    try:
+        full = node_from_proto(i, node_proto(node))
+    except (TypeError, ValueError) as e:
+        return node, issues + [(("attributes",), f"node {node}: attributes cannot be encoded as ONNX: {e}")]
+    full.meta = node.meta
+    return full, issues
+
+
+def _schema(node: Node, graph: Graph) -> Any:
+    try:
+        return onnx.defs.get_schema(node.op, graph.opsets.get(node.domain, 1), node.domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _coerce(value: Any, attr_type: Any) -> Any:
+    A = onnx.defs.OpSchema.AttrType
+    if attr_type == A.FLOAT and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if attr_type == A.FLOATS and isinstance(value, list):
+        return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    return value

@@ -1,0 +1,174 @@
+"""A validated GraphSpec to the IR, collecting every problem on the way.
+
+Each step records what is wrong and carries on with what it can, so one run of
+``graphexec validate`` lists every problem of a file, each at its own field.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+from pathlib import Path as FsPath
+from typing import Any
+
+import onnx
+
+from graphexec.frontend.opcheck import default_opset, finish_node, op_problem, resolve_domain
+from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
+from graphexec.frontend.yaml_source import Path, Problem, Source
+from graphexec.frontend.yaml_tensors import constant, decode_attr, tensor_type
+from graphexec.ir import Graph, Node, TensorType, Value
+
+
+class Collector:
+    """Problems of one file, each placed at the field it is about."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+        self.problems: list[Problem] = []
+
+    def add(self, path: Path, message: str) -> None:
+        self.problems.append(self.src.problem(path, message))
+
+
+def build(spec: GraphSpec, out: Collector, base: FsPath) -> tuple[Graph, dict[str, int]]:
+    """The IR of ``spec`` (possibly incomplete where ``out`` has problems) and each node's index."""
+    opsets = {"": spec.opset or onnx.defs.onnx_opset_version(), **spec.opsets}
+    if opsets[""] > onnx.defs.onnx_opset_version():
+        out.add(("opset",), f"opset {opsets['']} is newer than the installed onnx knows "
+                            f"({onnx.defs.onnx_opset_version()})")
+    graph = Graph(spec.name, opsets=opsets, source=out.src.file)
+    graph.functions = _functions(spec, out)
+    _tensors(spec, graph, out, base)
+    index = _nodes(spec, graph, out)
+    _undefined(spec, graph, out)
+    graph.outputs = list(spec.outputs)
+    if spec.schedule is not None:
+        graph.meta["schedule"] = _plain_schedule(spec)
+    if spec.options is not None:
+        graph.meta["options"] = spec.options.model_dump(exclude_none=True)
+        _check_device(spec.options.device, out)
+    if spec.description:
+        graph.meta["description"] = spec.description
+    return graph, index
+
+
+def _check_device(device: str | None, out: Collector) -> None:
+    from graphexec.runtime.profiles import builtin_profiles
+
+    known = sorted(builtin_profiles())
+    if device is not None and device not in known and not device.endswith((".yaml", ".yml")):
+        out.add(("options", "device"), f"unknown device {device!r}; known: {', '.join(known)} "
+                                       "(or give a .yaml/.yml profile path)")
+
+
+def _functions(spec: GraphSpec, out: Collector) -> list[onnx.FunctionProto]:
+    funcs = []
+    for i, text in enumerate(spec.onnx_functions):
+        try:
+            funcs.append(onnx.FunctionProto.FromString(base64.b64decode(text, validate=True)))
+        except Exception:  # noqa: BLE001  (binascii and protobuf errors)
+            out.add(("onnx_functions", i), "not a base64-encoded ONNX FunctionProto")
+    return funcs
+
+
+def _tensors(spec: GraphSpec, graph: Graph, out: Collector, base: FsPath) -> None:
+    for name, t in spec.tensors.items():
+        field, arr, problem = constant(name, t, base)
+        if problem:
+            out.add(("tensors", name, field), problem)
+        graph.values[name] = Value(name, tensor_type(t) if arr is None else TensorType(arr.dtype, arr.shape), arr)
+    for i, name in enumerate(spec.inputs):
+        v = graph.values.get(name)
+        if v is None:
+            out.add(("inputs", i), f"input {name!r} is not declared under tensors; give its dtype and shape there")
+            graph.values[name] = Value(name)
+        elif v.const is not None:
+            out.add(("inputs", i), f"input {name!r} has a value; an input is fed at run time")
+        elif v.type.dtype is None:
+            out.add(("tensors", name), f"input {name!r} needs a dtype")
+        if name in graph.inputs:
+            out.add(("inputs", i), f"input {name!r} is listed twice")
+        else:
+            graph.inputs.append(name)
+
+
+def _nodes(spec: GraphSpec, graph: Graph, out: Collector) -> dict[str, int]:
+    index: dict[str, int] = {}
+    written = {n: "an input" for n in graph.inputs} | {n: "a constant" for n in graph.constants}
+    for i, ns in enumerate(spec.nodes):
+        name = ns.name or f"{ns.op}_{i}"
+        if name in index:
+            first = out.src.marks.get(("nodes", index[name]), (0, 0))[0]
+            out.add(("nodes", i, "name"), f"node name {name!r} is used twice (first at line {first})")
+        index.setdefault(name, i)
+        domain, problem = resolve_domain(ns.op, ns.domain, graph.opsets[""])
+        if problem:
+            out.add(("nodes", i, "op"), problem)
+        node = Node(name, ns.op, list(ns.inputs), list(ns.outputs), domain=domain)
+        if ns.stream_label is not None:
+            node.meta["stream_label"] = ns.stream_label
+        if ns.priority is not None:
+            node.meta["priority"] = ns.priority
+        if node.domain and node.domain not in graph.opsets:
+            graph.opsets[node.domain] = default_opset(node.domain)
+        if (problem := op_problem(node, graph)) is not None:
+            out.add(("nodes", i, "op"), problem)
+        node = _attributes(node, ns, i, graph, out)
+        for j, o in enumerate(node.outputs):
+            if o and o in written:
+                out.add(("nodes", i, "outputs", j), f"node {node} writes {o!r}, which is already {written[o]}")
+            elif o:
+                written[o] = f"written by node {node}"
+                graph.value(o)
+        graph.nodes.append(node)
+    return index
+
+
+def _attributes(node: Node, ns: NodeSpec, i: int, graph: Graph, out: Collector) -> Node:
+    for key, raw in ns.attributes.items():
+        try:
+            node.attrs[key] = decode_attr(raw)
+        except Exception as e:  # noqa: BLE001  (pydantic, base64, protobuf, numpy)
+            out.add(("nodes", i, "attributes", key), f"node {node}: attribute {key!r}: {_first_line(e)}")
+    node, issues = finish_node(i, node, graph)
+    for field, message in issues:
+        out.add(("nodes", i, *field), message)
+    return node
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _undefined(spec: GraphSpec, graph: Graph, out: Collector) -> None:
+    """Names read but never made, with the closest names that are."""
+    sourced = {n for n, t in spec.tensors.items() if t.value is not None or t.file or t.random}
+    made = set(graph.inputs) | sourced | {o for n in graph.nodes for o in n.outputs if o}
+    for i, (ns, node) in enumerate(zip(spec.nodes, graph.nodes)):
+        for j, name in enumerate(ns.inputs):
+            if name and name not in made:
+                out.add(("nodes", i, "inputs", j), f"node {node} reads {name!r}, which no node, input or "
+                                                   f"tensor defines{_did_you_mean(name, made)}")
+    for i, name in enumerate(spec.outputs):
+        if name not in made:
+            out.add(("outputs", i), f"graph output {name!r} is not made by any node, input or tensor"
+                                    f"{_did_you_mean(name, made)}")
+    for name in spec.tensors:
+        if name not in made and name not in spec.inputs:
+            out.add(("tensors", name), f"tensor {name!r} has no value and is neither an input nor made by a node")
+
+
+def _did_you_mean(name: str, names: set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(names), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _plain_schedule(spec: GraphSpec) -> dict[str, Any]:
+    """The schedule as plain data, each task one of {run: node}, {record: ev}, {wait: ev}."""
+    streams = []
+    for s in spec.schedule.streams:
+        tasks = [{"run": t} if isinstance(t, str) else t.model_dump() for t in s.tasks]
+        streams.append({"name": s.name, "priority": s.priority, "tasks": tasks})
+    sync = spec.schedule.synchronize or [s.name for s in spec.schedule.streams]
+    return {"streams": streams, "synchronize": list(sync)}

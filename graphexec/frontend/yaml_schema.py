@@ -1,0 +1,147 @@
+"""The YAML execution-graph format as pydantic models: the boundary, nothing more.
+
+These models only check the shape of the document (types, required fields, ranges);
+what needs the whole graph (names that resolve, ops that exist, a schedule that is
+safe) is checked in ``yaml_checks`` and ``yaml_schedule`` so every problem is found
+in one pass. ``schemas/graph.schema.json`` is generated from :class:`GraphSpec`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, model_validator
+from pydantic_core import PydanticCustomError
+
+
+def _one_error(message: str) -> WrapValidator:
+    """Replace pydantic's error per union member by one message that says what is allowed."""
+
+    def check(value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError("invalid", message) from None
+
+    return WrapValidator(check)
+
+
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+          "uint8", "uint16", "uint32", "uint64", "bool", "string")
+DType = Literal["float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                "uint8", "uint16", "uint32", "uint64", "bool", "string"]
+Dim = Annotated[Annotated[int, Field(ge=0)] | str | None,
+                _one_error("must be a size >= 0, a symbolic name, or null for unknown")]
+Priority = Annotated[int, Field(ge=0, le=7, description="stream priority: 0 (greatest) .. 7 (least), as in ACL")]
+Name = Annotated[str, Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RandomInit(_Strict):
+    """Deterministic normal values: ``default_rng(seed).standard_normal(shape) * std + mean``."""
+
+    seed: int = 0
+    mean: float = 0.0
+    std: float = 1.0
+
+
+class TensorSpec(_Strict):
+    """A tensor: its type, and for a constant where its values come from."""
+
+    dtype: DType | None = None
+    shape: list[Dim] | None = Field(None, description="dims: sizes, symbolic names, or null for unknown")
+    value: Any = Field(None, description="a scalar (fills the shape) or a nested/flat list of values")
+    file: str | None = Field(None, description=".npy or .npz file, relative to the YAML file")
+    key: str | None = Field(None, description="array name inside a .npz file (default: the tensor name)")
+    random: RandomInit | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "TensorSpec":
+        sources = [k for k in ("value", "file", "random") if getattr(self, k) is not None]
+        if len(sources) > 1:
+            raise PydanticCustomError("sources", "give at most one of value, file, random (got {got})",
+                                      {"got": ", ".join(sources)})
+        if self.key is not None and self.file is None:
+            raise PydanticCustomError("key", "key is only meaningful with file")
+        return self
+
+
+class NodeSpec(_Strict):
+    """One operation: any ONNX op or a registered custom kernel."""
+
+    name: Name | None = None
+    op: Name
+    domain: str | None = Field(None, description="default: ONNX, or the custom domain that defines op")
+    inputs: list[str] = Field(default_factory=list, description='"" for an omitted optional input')
+    outputs: list[str] = Field(min_length=1)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    stream_label: Name | None = Field(None, description="nodes with the same label share a stream (GE STREAM_LABEL)")
+    priority: Priority | None = None
+
+
+class RecordItem(_Strict):
+    record: Name
+
+
+class WaitItem(_Strict):
+    wait: Name
+
+
+ScheduleItem = Annotated[Name | RecordItem | WaitItem,
+                         _one_error("must be a node name, {record: EVENT} or {wait: EVENT}")]
+
+
+class StreamSpec(_Strict):
+    """One stream of a hand-written schedule: its tasks in launch order."""
+
+    name: Name
+    priority: Priority | None = None
+    tasks: list[ScheduleItem] = Field(default_factory=list)
+
+
+class ScheduleSpec(_Strict):
+    """Explicit streams and events; graphexec checks it, it never adds a missing event."""
+
+    streams: list[StreamSpec] = Field(min_length=1)
+    synchronize: list[Name] | None = Field(None, description="streams the host synchronizes at the end (default all)")
+
+
+class OptionsSpec(_Strict):
+    """Device and session options the graph asks for."""
+
+    device: Name | None = Field(None, description="built-in profile name or a profile .yaml path")
+    streams: Annotated[Annotated[int, Field(ge=1)] | Literal["auto"] | None,
+                       _one_error("must be an int >= 1 or 'auto'")] = None
+    policy: Name | None = None
+    memory_reuse: bool | None = None
+    fold: bool | None = None
+    check_hazards: bool | None = None
+
+
+class GraphSpec(_Strict):
+    """A graphexec YAML execution graph."""
+
+    version: Literal[1] = 1
+    name: Name
+    description: str | None = None
+    opset: Annotated[int, Field(ge=1)] | None = Field(None, description="default ONNX opset (default: newest known)")
+    opsets: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict, description="other domains")
+    inputs: list[Name] = Field(default_factory=list)
+    outputs: list[Name] = Field(min_length=1)
+    tensors: dict[str, TensorSpec] = Field(default_factory=dict)
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    schedule: ScheduleSpec | None = None
+    options: OptionsSpec | None = None
+    onnx_functions: list[str] = Field(default_factory=list,
+                                      description="model-local ONNX functions, base64 FunctionProto")
+
+
+def graph_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the YAML graph format, for schemas/graph.schema.json."""
+    schema = GraphSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "graphexec YAML execution graph"
+    return schema

@@ -1,0 +1,165 @@
+"""Tensors and attributes of a YAML graph: plain YAML values to numpy and back.
+
+Everything here is exact both ways, which is what keeps YAML round trips
+bit-identical: a float32 becomes a Python float (a float64 holding the same value),
+PyYAML writes its shortest repr, and reading it back gives the same float32.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphexec.frontend.yaml_schema import DTYPES, TensorSpec
+from graphexec.ir import TensorType
+
+_TAGS = ("tensor", "graph", "graphs", "ints", "floats", "strings")
+
+
+def np_dtype(name: str | None) -> np.dtype | None:
+    """A YAML dtype name as numpy's ("string" is numpy's object dtype, as in the IR)."""
+    if name is None:
+        return None
+    return np.dtype(object) if name == "string" else np.dtype(name)
+
+
+def dtype_name(dtype: np.dtype | None) -> str | None:
+    """The YAML name of a numpy dtype; ValueError for one YAML cannot hold."""
+    if dtype is None:
+        return None
+    if dtype == np.dtype(object):
+        return "string"
+    if dtype.name not in DTYPES:
+        raise ValueError(f"dtype {dtype} has no YAML form")
+    return dtype.name
+
+
+def tensor_type(spec: TensorSpec) -> TensorType:
+    """The declared type of a tensor spec (parts not given stay unknown)."""
+    shape = None if spec.shape is None else tuple(spec.shape)
+    return TensorType(np_dtype(spec.dtype), shape)
+
+
+def constant(name: str, spec: TensorSpec, base: Path) -> tuple[str, np.ndarray | None, str | None]:
+    """The constant value of a tensor spec: (field at fault, array, problem).
+
+    The array is None when the tensor has no value, file or random initializer.
+    """
+    try:
+        if spec.value is not None:
+            return "value", _from_value(spec), None
+        if spec.file is not None:
+            return "file", _from_file(name, spec, base), None
+        if spec.random is not None:
+            return "random", _from_random(spec), None
+    except (ValueError, TypeError, OverflowError, OSError, KeyError) as e:
+        field = "value" if spec.value is not None else ("file" if spec.file is not None else "random")
+        return field, None, f"tensor {name!r}: {e}"
+    return "", None, None
+
+
+def _static_shape(spec: TensorSpec) -> tuple[int, ...] | None:
+    if spec.shape is None:
+        return None
+    if not all(isinstance(d, int) for d in spec.shape):
+        raise ValueError(f"a constant needs a static shape, not {list(spec.shape)}")
+    return tuple(spec.shape)
+
+
+def _from_value(spec: TensorSpec) -> np.ndarray:
+    if spec.dtype is None:
+        raise ValueError("a value needs a dtype")
+    arr = np.array(spec.value, dtype=np_dtype(spec.dtype))
+    shape = _static_shape(spec)
+    if shape is None or arr.shape == shape:
+        return arr
+    if arr.ndim == 0:
+        return np.full(shape, arr, dtype=arr.dtype)
+    if arr.size != int(np.prod(shape, dtype=np.int64)):
+        raise ValueError(f"value has {arr.size} elements, shape {list(shape)} needs {int(np.prod(shape))}")
+    return arr.reshape(shape)
+
+
+def _from_file(name: str, spec: TensorSpec, base: Path) -> np.ndarray:
+    path = base / spec.file
+    if not path.is_file():
+        raise ValueError(f"file {spec.file!r} not found (looked in {base})")
+    data = np.load(path, allow_pickle=False)
+    if isinstance(data, np.ndarray):
+        arr = data
+    else:
+        with data:
+            key = spec.key or name
+            if key not in data.files:
+                raise ValueError(f"{spec.file} has no array {key!r}; it has {', '.join(data.files)}")
+            arr = data[key]
+    if spec.dtype is not None and arr.dtype != np_dtype(spec.dtype):
+        raise ValueError(f"{spec.file} holds {arr.dtype}, the tensor is declared {spec.dtype}")
+    shape = _static_shape(spec)
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"{spec.file} holds shape {list(arr.shape)}, the tensor is declared {list(shape)}")
+    return np.asarray(arr)
+
+
+def _from_random(spec: TensorSpec) -> np.ndarray:
+    shape = _static_shape(spec)
+    if shape is None or spec.dtype is None or np_dtype(spec.dtype).kind != "f":
+        raise ValueError("random values need a float dtype and a shape")
+    r = spec.random
+    values = np.random.default_rng(r.seed).standard_normal(shape) * r.std + r.mean
+    return values.astype(np_dtype(spec.dtype))
+
+
+def decode_attr(value: Any) -> Any:
+    """A YAML attribute value as the IR holds it (tagged mappings for what YAML lacks)."""
+    if not isinstance(value, dict):
+        return value
+    if len(value) != 1 or next(iter(value)) not in _TAGS:
+        raise ValueError(f"a mapping attribute must be one of {', '.join('{' + t + ': ...}' for t in _TAGS)}")
+    tag, body = next(iter(value.items()))
+    if tag == "tensor":
+        spec = TensorSpec.model_validate(body)
+        return _from_value(spec)
+    if tag in ("graph", "graphs"):
+        items = [body] if tag == "graph" else list(body)
+        graphs = [onnx.GraphProto.FromString(base64.b64decode(b)) for b in items]
+        return graphs[0] if tag == "graph" else graphs
+    return [{"ints": int, "floats": float, "strings": str}[tag](v) for v in body]
+
+
+def encode_attr(value: Any, attr_type: int | None = None) -> Any:
+    """An IR attribute value in its YAML form (the inverse of :func:`decode_attr`).
+
+    ``attr_type`` (an ``AttributeProto`` type) names the type of an empty list,
+    which YAML alone cannot tell.
+    """
+    if isinstance(value, np.ndarray):
+        return {"tensor": tensor_entry(value, inline=True)}
+    if isinstance(value, onnx.GraphProto):
+        return {"graph": base64.b64encode(value.SerializeToString()).decode()}
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], onnx.GraphProto):
+        return {"graphs": [base64.b64encode(g.SerializeToString()).decode() for g in value]}
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
+        raise ValueError("lists of tensor attributes have no YAML form")
+    if isinstance(value, (list, tuple)) and not value:
+        tags = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.STRINGS: "strings"}
+        return {tags.get(attr_type, "ints"): []}
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return list(value) if isinstance(value, tuple) else value
+
+
+def tensor_entry(arr: np.ndarray, inline: bool, file: str | None = None, key: str | None = None) -> dict[str, Any]:
+    """The YAML entry of a constant: dtype, shape, and its value inline or in a file."""
+    entry: dict[str, Any] = {"dtype": dtype_name(arr.dtype), "shape": [int(d) for d in arr.shape]}
+    if inline:
+        entry["value"] = arr.tolist()
+    else:
+        entry["file"] = file
+        if key is not None:
+            entry["key"] = key
+    return entry
