@@ -45,7 +45,8 @@ class NodeRunner:
             args = [values[n] if n else None for n in node.inputs]
             try:
                 outs = as_outputs(self.fn(self.ctx, *args))
-                return {o: v for o, v in zip(node.outputs, outs) if o}
+                # a 0-d result may come back as a numpy scalar: keep it an array
+                return {o: np.asarray(v) if isinstance(v, np.generic) else v for o, v in zip(node.outputs, outs) if o}
             except Unsupported:
                 self.uses_fallback = True  # this case is the reference's, now and on later runs
             except (ValueError, TypeError, IndexError, FloatingPointError) as e:

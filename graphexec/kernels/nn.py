@@ -84,7 +84,8 @@ def _softmax_frame(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, int]:
     if not -x.ndim <= axis < max(x.ndim, 1):
         raise Unsupported(f"{ctx.op}: axis {axis} for rank {x.ndim}")
     axis %= max(x.ndim, 1)
-    xw = _work(x, ctx.op)
+    # float16 stays float16, as onnx's own expected values are computed
+    xw = x if x.dtype == np.float16 else _work(x, ctx.op)
     if ctx.opset < 13:
         rows = int(np.prod(x.shape[:axis], dtype=np.int64))
         return xw.reshape(rows, -1), 1
