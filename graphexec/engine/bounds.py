@@ -13,7 +13,8 @@ def fastest_us(task: Task, profile: Any) -> float:
     if task.unit == "aicpu":
         from graphexec.runtime.sim import AICPU_CORES, AICPU_FLOPS_PER_US
 
-        return profile.task_overhead_us + task.flops / (AICPU_FLOPS_PER_US * min(task.block_dim, AICPU_CORES))
+        cores = getattr(profile, "aicpu_cores", AICPU_CORES)
+        return profile.task_overhead_us + task.flops / (AICPU_FLOPS_PER_US * min(task.block_dim, cores))
     per_core = (profile.cube_flops_per_us_per_core(_dtype(task)) if task.unit == "cube"
                 else profile.vector_flops_per_us_per_core(_dtype(task)))
     waves = -(-max(1, task.block_dim) // cores)

@@ -44,7 +44,7 @@ class Compiled:
         self.memory_plan: MemoryPlan = state.memory_plan
         self.profile = profile
         self.compile_s = compile_s
-        self.device = Device(profile)
+        self.device = Device(profile, check_hazards=bool(getattr(state.options, "check_hazards", False)))
         self.bases = self._allocate()
         self._upload_weights()
 
@@ -85,6 +85,8 @@ class Compiled:
             for ptr in ctx.temp_segments:
                 dev.memory.free(ptr)
         stats = make_stats(self, dev)
+        if dev.checker is not None:
+            stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]
         return Result(outputs, stats, chrome_trace(dev, self.graph.name))
 
     def _feed(self, ctx: ExecContext, name: str, value: Any) -> None:

@@ -93,9 +93,24 @@ def _kernel(ctx: ExecContext, task: Task) -> None:
 
     stream = ctx.streams[task.stream]
     meta = {"task": task}
+    checked = ctx.device.checker is not None
     ctx.device.launch(DeviceTask("kernel", stream, task.name, unit=task.unit, block_dim=task.block_dim,
                                  flops=task.flops, bytes=task.bytes, dtype=task.dtype, start_fn=start,
-                                 end_fn=end, meta=meta))
+                                 end_fn=end, meta=meta, reads=_ranges(ctx, task.reads) if checked else (),
+                                 writes=_ranges(ctx, task.writes) if checked else ()))
+
+
+def _ranges(ctx: ExecContext, names: list[str]) -> list[tuple[int, int, str]]:
+    """(ptr, nbytes, name) of planned tensors, for the hazard checker; run-time allocations
+    do not exist yet at launch and are left out."""
+    out = []
+    for name in names:
+        root, off = ctx.tasks.locate(name)
+        loc, t = ctx.where.get(root), ctx.graph.values[name].type
+        if loc is not None and t.dtype is not None and t.shape is not None \
+                and all(isinstance(d, (int, np.integer)) for d in t.shape):
+            out.append((loc.ptr + off, int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize, name))
+    return out
 
 
 def _record(ctx: ExecContext, task: Task) -> None:

@@ -18,9 +18,11 @@ def _task_event(t: Any) -> dict[str, Any]:
     task = t.meta.get("task")
     if t.kind == "kernel":
         node = getattr(task, "node", None)
-        ev["args"] = {"node": t.name, "op": getattr(task, "op", t.meta.get("op", "")),
-                      "inputs": list(node.all_inputs) if node is not None else t.meta.get("inputs", []),
-                      "outputs": [o for o in node.outputs if o] if node is not None else t.meta.get("outputs", []),
+        ev["args"] = {"node": t.name, "op": getattr(task, "op", t.meta.get("op", t.name)),
+                      "inputs": list(node.all_inputs) if node is not None
+                      else t.meta.get("inputs", [r[2] for r in t.reads]),
+                      "outputs": [o for o in node.outputs if o] if node is not None
+                      else t.meta.get("outputs", [w[2] for w in t.writes]),
                       "cores": t.max_cores, "block_dim": t.block_dim, "unit": t.unit}
     elif t.kind in ("record", "wait"):
         ev["args"] = {"event": t.event.id, "kind": t.kind}
@@ -50,4 +52,17 @@ def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
                            "pid": HOST_PID, "tid": 0})
             events.append({"ph": "f", "bp": "e", "cat": "flow", "name": "launch", "id": t.seq,
                            "ts": t.start_t, "pid": DEVICE_PID, "tid": t.stream.id})
+    events += _counters(dev)
     return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def _counters(dev: Any) -> list[dict[str, Any]]:
+    """Busy cores and command-queue depth over time, as counter tracks of the device."""
+    out = []
+    for s in getattr(dev.sim, "samples", ()):
+        out.append({"ph": "C", "cat": "counter", "name": "busy cores", "ts": s[0], "pid": DEVICE_PID,
+                    "args": {"cube": s[1], "vector": s[2]}})
+        if len(s) > 4:
+            out.append({"ph": "C", "cat": "counter", "name": "queued tasks", "ts": s[0], "pid": DEVICE_PID,
+                        "args": {"tasks": s[4]}})
+    return out

@@ -4,26 +4,34 @@ Calls mirror the ACL runtime (aclrtCreateStream, aclrtLaunchKernel, aclrtRecordE
 aclrtStreamWaitEvent, aclrtSynchronizeStream, ...). Launches are asynchronous: the
 host pays the profile's launch cost and pushes the task into the stream's command
 queue, blocking only when that queue is full or when it synchronizes.
+``graphexec.runtime.acl`` is the ACL-style facade over this class.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from graphexec.errors import AclError
-from graphexec.runtime.memory import DeviceMemory, invalid_value
+from graphexec.runtime.codes import (
+    RT_NO_EVENT_RESOURCE,
+    RT_NO_STREAM_RESOURCE,
+    RT_STREAM_TASK_FULL,
+    acl_error,
+    invalid_handle,
+    invalid_value,
+)
+from graphexec.runtime.hazards import Hazard, HazardChecker, HostOp
+from graphexec.runtime.memory import DeviceMemory
 from graphexec.runtime.profiles import DeviceProfile, load_profile
-from graphexec.runtime.sim import DeviceTask, Simulator
+from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask, Simulator
 from graphexec.runtime.stream import Event, Stream
 
-DEFAULT_PRIORITY = 4
+DEFAULT_PRIORITY = 0     # RT_STREAM_PRIORITY_DEFAULT in CANN's rt.h
 
 
-@dataclass(frozen=True, slots=True)
-class HostLaunch:
+class HostLaunch(NamedTuple):
     """One host-side API call that enqueued a task, for the host track of the trace."""
 
     task: DeviceTask
@@ -32,65 +40,93 @@ class HostLaunch:
 
 
 class Device:
-    """One emulated NPU with its own simulated clock."""
+    """One emulated NPU with its own simulated clock.
 
-    def __init__(self, profile: DeviceProfile | str = "ascend910", device_id: int = 0) -> None:
+    Args:
+        profile: a DeviceProfile or a built-in name / YAML path.
+        device_id: the ACL device id (it also keeps pointers of devices apart).
+        check_hazards: record byte ranges and report unsynchronized accesses.
+    """
+
+    def __init__(self, profile: DeviceProfile | str = "ascend910", device_id: int = 0,
+                 check_hazards: bool = False) -> None:
         self.profile = load_profile(profile)
         self.id = device_id
-        self.memory = DeviceMemory(self.profile.hbm_capacity_bytes)
-        self.sim = Simulator(self.profile)
-        self.host_t = 0.0
-        self.launches: list[HostLaunch] = []
-        self._stream_ids = 0
-        self._event_ids = 0
-        self.events: list[Event] = []
-        self.default_stream = self.create_stream()
+        self.check_hazards = check_hazards
+        self.memory = DeviceMemory(self.profile.hbm_capacity_bytes, device_id)
+        self._capacity = min(self.profile.queue_depth, self.profile.max_tasks_per_stream)
+        self.reset_run()
 
     def reset_run(self) -> None:
         """Start a fresh simulated clock (memory stays): each run is timed from zero."""
         self.sim = Simulator(self.profile)
         self.host_t = 0.0
-        self.launches = []
-        self.events = []
+        self.launches: list[HostLaunch] = []
+        self.events: list[Event] = []
         self._stream_ids = self._event_ids = 0
+        self._live_streams = self._live_events = 0
+        self.checker = HazardChecker(self.memory) if self.check_hazards else None
         self.default_stream = self.create_stream()
 
+    @property
+    def hazards(self) -> list[Hazard]:
+        """Every unsynchronized pair of accesses found so far (empty when checking is off)."""
+        return [] if self.checker is None else list(self.checker.hazards)
+
     # ---- streams and events --------------------------------------------------------
-    def create_stream(self, priority: int = DEFAULT_PRIORITY) -> Stream:
-        live = [s for s in self.sim.streams if not s.destroyed]
-        if len(live) >= self.profile.max_streams:
-            raise AclError(207008, "ACL_ERROR_RT_NO_STREAM_RESOURCE",
-                           f"device {self.id} allows {self.profile.max_streams} streams")
-        s = Stream(self._stream_ids, min(7, max(0, int(priority))))
+    def create_stream(self, priority: int = DEFAULT_PRIORITY, context: Any = None) -> Stream:
+        if self._live_streams >= self.profile.max_streams:
+            raise acl_error(RT_NO_STREAM_RESOURCE, f"device {self.id} allows {self.profile.max_streams} streams")
+        s = Stream(self._stream_ids, min(7, max(0, int(priority))), context=context)
         self._stream_ids += 1
+        self._live_streams += 1
         self.sim.streams.append(s)
         return s
 
-    def create_event(self) -> Event:
-        if sum(not e.destroyed for e in self.events) >= self.profile.max_events:
-            raise AclError(207007, "ACL_ERROR_RT_NO_EVENT_RESOURCE",
-                           f"device {self.id} allows {self.profile.max_events} events")
-        ev = Event(self._event_ids)
+    def destroy_stream(self, stream: Stream) -> None:
+        """Wait for the stream's tasks, then release it."""
+        self.synchronize_stream(stream)
+        stream.destroyed = True
+        self._live_streams -= 1
+
+    def create_event(self, context: Any = None) -> Event:
+        if self._live_events >= self.profile.max_events:
+            raise acl_error(RT_NO_EVENT_RESOURCE, f"device {self.id} allows {self.profile.max_events} events")
+        ev = Event(self._event_ids, context=context)
         self._event_ids += 1
+        self._live_events += 1
         self.events.append(ev)
         return ev
+
+    def destroy_event(self, event: Event) -> None:
+        event.destroyed = True
+        self._live_events -= 1
 
     # ---- launching ---------------------------------------------------------------
     def launch(self, task: DeviceTask) -> DeviceTask:
         """Enqueue ``task`` on its stream, as the host thread would."""
         s = task.stream
         if s.destroyed:
-            raise AclError(107017, "ACL_ERROR_RT_INVALID_HANDLE", f"stream {s.id} was destroyed")
+            raise invalid_handle(f"stream {s.id} was destroyed")
+        if s.pending >= self._capacity:
+            self._wait_for_room(s)
         start = self.host_t
-        depth = self.profile.queue_depth
-        if len(s.queue) + (s.active is not None) >= depth:
-            self.sim.run_until(lambda: len(s.queue) + (s.active is not None) < depth)
-            start = self.host_t = max(self.host_t, self.sim.now)
-        self.host_t += self.profile.launch_cost_us
-        self.sim.submit(task, self.host_t)
-        s.submitted.append(task)
-        self.launches.append(HostLaunch(task, start, self.host_t))
+        self.host_t = end = start + self.profile.launch_cost_us
+        self.sim.submit(task, end)
+        s.last_task = task
+        if self.checker is not None:
+            self.checker.on_launch(task)
+        self.launches.append(HostLaunch(task, start, end))
         return task
+
+    def _wait_for_room(self, s: Stream) -> None:
+        """The command queue is full: the host blocks until the device retires a task."""
+        try:
+            self.sim.run_until(lambda: s.pending < self._capacity)
+        except RuntimeError as exc:
+            raise acl_error(RT_STREAM_TASK_FULL, f"stream {s.id} holds {s.pending} tasks "
+                            "and none can complete") from exc
+        self.host_t = max(self.host_t, self.sim.now)
 
     def launch_kernel(self, stream: Stream, name: str, fn: Callable[[], Any] | None,
                       write: Callable[[Any], None] | None = None, **cost: Any) -> DeviceTask:
@@ -99,9 +135,9 @@ class Device:
 
     def record_event(self, event: Event, stream: Stream) -> DeviceTask:
         task = DeviceTask("record", stream, f"record e{event.id}", unit="", event=event)
+        self.launch(task)
         event.record_task = task
-        event.complete_t = None
-        return self.launch(task)
+        return task
 
     def stream_wait_event(self, stream: Stream, event: Event) -> DeviceTask:
         if event.record_task is None:
@@ -109,27 +145,71 @@ class Device:
         task = DeviceTask("wait", stream, f"wait e{event.id}", unit="", event=_Snapshot(event.record_task))
         return self.launch(task)
 
-    def memcpy_async(self, stream: Stream, nbytes: int, kind: str, copy: Callable[[], None],
-                     name: str = "memcpy") -> DeviceTask:
-        return self.launch(DeviceTask("memcpy", stream, name, unit="copy", bytes=float(nbytes),
-                                      copy_kind=kind, end_fn=lambda _: copy()))
+    def reset_event(self, event: Event, stream: Stream) -> DeviceTask:
+        """Enqueue a reset; waits enqueued after it need a new record."""
+        task = self.launch(DeviceTask("reset", stream, f"reset e{event.id}", unit="", event=event))
+        event.record_task = None
+        return task
 
-    def memcpy_sync(self, nbytes: int, kind: str, copy: Callable[[], None]) -> None:
-        """A blocking copy done by the host: it costs host time, not stream time."""
+    def memcpy_async(self, stream: Stream, nbytes: int, kind: str, copy: Callable[[], None] | None = None,
+                     name: str = "memcpy", **extra: Any) -> DeviceTask:
+        """Enqueue a copy; ``copy`` runs at its end unless ``start_fn``/``end_fn`` are given."""
+        if copy is not None:
+            extra.setdefault("end_fn", lambda _: copy())
+        return self.launch(DeviceTask("memcpy", stream, name, unit="copy", bytes=float(nbytes),
+                                      copy_kind=kind, **extra))
+
+    def memcpy_sync(self, nbytes: int, kind: str, copy: Callable[[], None], *,
+                    reads: Any = (), writes: Any = (), name: str = "memcpy") -> None:
+        """A blocking copy done by the host at its clock: it costs host time, not stream time."""
+        self.sim.advance_to(self.host_t)
         copy()
-        self.host_t += self.profile.task_overhead_us + nbytes / self.profile.copy_bytes_per_us(kind)
+        bw = HOST_COPY_BYTES_PER_US if kind == "h2h" else self.profile.copy_bytes_per_us(kind)
+        end = self.host_t + self.profile.task_overhead_us + nbytes / bw
+        if self.checker is not None:
+            self.checker.on_host_access(HostOp(name, self.host_t, end), list(reads), list(writes))
+        self.host_t = end
 
     # ---- synchronization ------------------------------------------------------------
     def synchronize_stream(self, stream: Stream) -> None:
-        self.sim.run_until(lambda: not stream.queue and stream.active is None)
+        self.sim.run_until(lambda: stream.pending == 0)
         self.host_t = max(self.host_t, self.sim.now)
+        if self.checker is not None:
+            self.checker.sync_stream(stream)
 
     def synchronize_device(self) -> None:
         self.sim.run_until(self.sim.idle)
         self.host_t = max(self.host_t, self.sim.now)
+        if self.checker is not None:
+            self.checker.sync_device([s for s in self.sim.streams if not s.destroyed])
+
+    def synchronize_event(self, event: Event) -> None:
+        """Block until the newest record of ``event`` has run (at once if never recorded)."""
+        task = event.record_task
+        if task is None:
+            return
+        self.sim.run_until(lambda: task.end_t is not None)
+        self.host_t = max(self.host_t, task.end_t)
+        if self.checker is not None:
+            self.checker.sync_record(task)
+
+    def event_complete(self, event: Event) -> bool:
+        """Whether the newest record of ``event`` has run by the host's clock."""
+        self.sim.advance_to(self.host_t)
+        task = event.record_task
+        done = task is None or (task.end_t is not None and task.end_t <= self.host_t)
+        if done and task is not None and self.checker is not None:
+            self.checker.sync_record(task)
+        return done
 
     def view(self, ptr: int, dtype: np.dtype | str, shape: tuple[int, ...]) -> np.ndarray:
         return self.memory.view(ptr, dtype, shape)
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Every finished task: enqueue, start and end times (us), stream and cores used."""
+        return [{"name": t.name, "kind": t.kind, "stream": t.stream.id, "enqueue": t.enqueue_t,
+                 "start": t.start_t, "end": t.end_t, "cores": t.max_cores, "block_dim": t.block_dim}
+                for t in self.sim.finished]
 
 
 @dataclass(frozen=True, slots=True)

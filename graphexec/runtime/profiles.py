@@ -58,6 +58,7 @@ class DeviceProfile(BaseModel):
     ai_cores: Count = Field(description="Cube-capable AI cores.")
     vector_cores: Count = Field(description="Vector cores (equal to ai_cores when coupled).")
     coupled: bool = Field(description="True: one core does cube and vector work (910, 310P).")
+    aicpu_cores: Count = Field(description="AI CPU cores that run AI CPU kernels.")
     peak_tflops: PeakTflops
     hbm_capacity_bytes: Count
     hbm_bandwidth_gbps: Positive = Field(description="GB/s, shared by running tasks.")

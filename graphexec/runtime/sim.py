@@ -1,27 +1,31 @@
 """The device simulation: a deterministic discrete-event model of the hardware scheduler.
 
 The host enqueues tasks with a timestamp (its own clock). The device side is advanced
-lazily, only as far as the host blocks (synchronize, a full command queue), which is
-exact: nothing the host does later can change what the device did before that time.
+lazily, only as far as the host blocks (synchronize, a full command queue, a blocking
+copy), which is exact: nothing the host does later can change what the device did
+before that time.
 
-Each stream runs its tasks in FIFO order, one at a time. A kernel's blocks go onto
-free cores of its unit, highest-priority stream first, never preempted; a kernel with
-more blocks than free cores runs in waves. A block's duration is a roofline: its flops
-over one core's peak or its bytes over the HBM bandwidth shared by the blocks running
-at that moment, whichever is longer. Kernels read their inputs when they start and
-write their outputs when they end, so the numbers follow simulated time.
+Each stream runs its tasks in FIFO order, one at a time. A kernel's blocks go onto free
+cores of its unit, highest-priority stream first, never preempted; a kernel with more
+blocks than free cores runs in waves (``_cores.py`` times the blocks). Copies run on one
+copy engine per direction at that direction's bandwidth. Kernels read their inputs when
+they start and write their outputs when they end, so the numbers follow simulated time.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-AICPU_CORES = 4                 # assumption: AI CPU cores available to kernels
+from graphexec.runtime._cores import INF, CorePools
+from graphexec.runtime.samples import Sample, build_samples
+
 AICPU_FLOPS_PER_US = 2_000.0    # assumption: ~2 GFLOP/s scalar code per AI CPU core
+AICPU_CORES = 4                 # fallback for profiles without aicpu_cores
+HOST_COPY_BYTES_PER_US = 10e3   # assumption: a host-to-host memcpy runs at ~10 GB/s
 
 
 @dataclass(eq=False, slots=True)
@@ -30,9 +34,10 @@ class DeviceTask:
 
     ``start_fn`` runs when the task starts (a kernel reads and computes then) and its
     return value goes to ``end_fn`` when the task ends (the kernel's writes).
+    ``reads``/``writes`` are ``(ptr, nbytes, name)`` ranges for the hazard checker.
     """
 
-    kind: str                       # "kernel", "memcpy", "record", "wait", "callback"
+    kind: str                       # "kernel", "memcpy", "record", "wait", "reset", "callback"
     stream: Any
     name: str = ""
     unit: str = "vector"            # "cube", "vector", "aicpu", "copy" or "" for control tasks
@@ -45,12 +50,16 @@ class DeviceTask:
     start_fn: Callable[[], Any] | None = None
     end_fn: Callable[[Any], None] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    reads: tuple | list = ()
+    writes: tuple | list = ()
     seq: int = 0
     enqueue_t: float = 0.0
     start_t: float | None = None
     end_t: float | None = None
     blocks_left: int = 0
     blocks_running: int = 0
+    block_us: float = 0.0
+    block_bytes: float = 0.0
     ready_t: float = 0.0
     result: Any = None
     max_cores: int = 0
@@ -60,26 +69,36 @@ class DeviceTask:
         return self.end_t is not None
 
 
+def _by_priority(s: Any) -> tuple[int, int]:
+    return s.priority, s.id
+
+
+def _urgency(t: DeviceTask) -> tuple[int, int]:
+    return t.stream.priority, t.seq
+
+
 class Simulator:
     """Discrete-event core shared by every stream of one device."""
 
     def __init__(self, profile: Any) -> None:
         self.profile = profile
         self.now = 0.0
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
         self._seq = itertools.count()
         self.streams: list[Any] = []
-        self.free = self._core_pools(profile)
-        self.running_blocks = 0
-        self._active: list[DeviceTask] = []
+        aicpu = getattr(profile, "aicpu_cores", AICPU_CORES)
+        pools = ({"aicore": profile.ai_cores} if profile.coupled
+                 else {"cube": profile.ai_cores, "vector": profile.vector_cores})
+        self.cores = CorePools({**pools, "aicpu": aicpu}, profile.hbm_bytes_per_us)
+        self._copy_free: dict[str, float] = {}
+        self._peaks: dict[tuple[str, str], float] = {}
+        self._pool = {u: self.pool_of(u) for u in ("cube", "vector", "aicpu")}
+        self._overhead = profile.task_overhead_us
+        self._active: list[DeviceTask] = []      # kernels with blocks not yet placed
+        self._dirty: set[Any] = set()            # streams whose head may start now
+        self._blocked: set[Any] = set()          # streams whose head waits on an event
+        self.queued = 0                          # submitted and not finished
         self.finished: list[DeviceTask] = []
-        self.samples: list[tuple[float, int, int]] = []  # time, busy cube, busy vector
-
-    @staticmethod
-    def _core_pools(profile: Any) -> dict[str, int]:
-        if profile.coupled:
-            return {"aicore": profile.ai_cores, "aicpu": AICPU_CORES}
-        return {"cube": profile.ai_cores, "vector": profile.vector_cores, "aicpu": AICPU_CORES}
 
     def pool_of(self, unit: str) -> str:
         return "aicore" if self.profile.coupled and unit in ("cube", "vector") else unit
@@ -87,133 +106,178 @@ class Simulator:
     # ---- host side -------------------------------------------------------------
     def submit(self, task: DeviceTask, at: float) -> None:
         """Put ``task`` at the tail of its stream's queue at host time ``at``."""
+        s = task.stream
         task.seq = next(self._seq)
         task.enqueue_t = at
-        task.stream.queue.append(task)
-        self._at(at, self._dispatch)
+        s.queue.append(task)
+        s.pending += 1
+        self.queued += 1
+        if s.active is None and len(s.queue) == 1:
+            self._at(at, self._dirty.add, s)
 
-    def _at(self, t: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._heap, (t, next(self._seq), fn))
+    def _at(self, t: float, fn: Callable[[Any], None], arg: Any) -> None:
+        heapq.heappush(self._timers, (t, next(self._seq), fn, arg))
 
     def run_until(self, cond: Callable[[], bool]) -> float:
         """Advance simulated time until ``cond()`` holds; return the time it held."""
         while not cond():
-            if not self._heap:
+            if not self._step(INF):
                 raise RuntimeError("simulation stalled: the condition can never hold")
-            t, _, fn = heapq.heappop(self._heap)
-            self.now = max(self.now, t)
-            fn()
         return self.now
+
+    def advance_to(self, t: float) -> None:
+        """Run everything that happens up to time ``t`` (the host's clock)."""
+        while self._step(t):
+            pass
+        self.now = max(self.now, t)
 
     def idle(self) -> bool:
         """True when no stream has queued or running work."""
-        return all(not s.queue and s.active is None for s in self.streams)
+        return self.queued == 0
 
-    # ---- device side -----------------------------------------------------------
-    def _dispatch(self) -> None:
-        """Start every task that can start now, then hand free cores to blocks."""
-        progress = True
-        while progress:
-            progress = False
-            for s in sorted(self.streams, key=lambda s: (s.priority, s.id)):
-                while s.active is None and s.queue and s.queue[0].enqueue_t <= self.now:
-                    if not self._start(s.queue[0]):
-                        break
-                    s.queue.popleft()
-                    progress = True
-        self._fill_cores()
+    # ---- the event loop ----------------------------------------------------------
+    def _step(self, limit: float) -> bool:
+        """Handle everything due at the next event time, if it is <= ``limit``."""
+        timers = self._timers
+        t_timer = timers[0][0] if timers else INF
+        t_core = self.cores.next_t
+        t = t_timer if t_timer < t_core else t_core
+        if t > limit or t == INF:
+            return False
+        if t > self.now:
+            self.now = t
+        if t_core <= t:
+            for cohort in self.cores.pop_done(t):
+                self._blocks_done(cohort)
+        while timers and timers[0][0] <= t:
+            _, _, fn, arg = heapq.heappop(timers)
+            fn(arg)
+        self._settle()
+        return True
 
+    def _settle(self) -> None:
+        dirty = self._dirty
+        while dirty:
+            if len(dirty) == 1:
+                self._run_stream(dirty.pop())
+                continue
+            ready = sorted(dirty, key=_by_priority)
+            dirty.clear()
+            for s in ready:
+                self._run_stream(s)
+        if self._active:
+            self._fill_cores()
+        self.cores.retime()
+
+    def _run_stream(self, s: Any) -> None:
+        while s.active is None and s.queue:
+            head = s.queue[0]
+            if head.enqueue_t > self.now:
+                self._at(head.enqueue_t, self._dirty.add, s)
+                return
+            if not self._start(head):
+                self._blocked.add(s)
+                return
+            s.queue.popleft()
+
+    # ---- task kinds ------------------------------------------------------------
     def _start(self, task: DeviceTask) -> bool:
         """Begin ``task`` if it can begin; control tasks complete on the spot."""
-        s = task.stream
-        if task.kind == "wait":
-            if not task.event.is_complete_at(self.now):
-                return False
-            task.start_t = task.end_t = self.now
-            self.finished.append(task)
-            return True
+        kind = task.kind
+        if kind == "wait" and not task.event.is_complete_at(self.now):
+            return False
         task.start_t = self.now
         if task.start_fn is not None:
             task.result = task.start_fn()
-        if task.kind == "record":
-            task.end_t = self.now
-            task.event.complete(self.now)
-            self.finished.append(task)
-            self._at(self.now, self._dispatch)  # waiters on other streams may go now
-            return True
-        s.active = task
-        if task.kind in ("kernel",):
-            task.blocks_left = max(1, task.block_dim)
-            task.ready_t = self.now + self.profile.task_overhead_us
-            self._active.append(task)
-            self._at(task.ready_t, self._fill_cores)
-        else:  # memcpy and callbacks run on their own engines
-            self._at(self.now + self._copy_time(task), lambda: self._finish(task))
+        if kind == "kernel":
+            self._start_kernel(task)
+        elif kind == "memcpy":
+            task.stream.active = task
+            self._at(self._copy_end(task), self._finish, task)
+        elif kind == "callback" and task.meta.get("block", True):
+            task.stream.active = task
+            self._at(self.now + self.profile.launch_cost_us, self._finish, task)
+        else:   # record, wait, reset and non-blocking callbacks take no device time
+            self._finish(task)
+            if kind == "record":
+                self._dirty |= self._blocked
+                self._blocked.clear()
         return True
 
-    def _copy_time(self, task: DeviceTask) -> float:
-        if task.kind != "memcpy" or task.bytes <= 0:
-            return self.profile.task_overhead_us if task.kind == "memcpy" else 0.0
-        return self.profile.task_overhead_us + task.bytes / self.profile.copy_bytes_per_us(task.copy_kind)
+    def _start_kernel(self, task: DeviceTask) -> None:
+        n = task.block_dim if task.block_dim > 1 else 1
+        peak = self._peaks.get((task.unit, task.dtype)) or self._peak(task.unit, task.dtype)
+        task.blocks_left = n
+        task.block_us = task.flops / n / peak
+        task.block_bytes = task.bytes / n
+        task.ready_t = self.now + self._overhead
+        task.stream.active = task
+        self._at(task.ready_t, self._ready, task)
+
+    def _peak(self, unit: str, dtype: str) -> float:
+        """Flops per microsecond of one core of ``unit`` at ``dtype`` (cached)."""
+        p = self.profile
+        if unit == "cube":
+            peak = p.cube_flops_per_us_per_core(dtype)
+        elif unit == "vector":
+            peak = p.vector_flops_per_us_per_core(dtype)
+        else:
+            peak = AICPU_FLOPS_PER_US
+        self._peaks[(unit, dtype)] = peak
+        return peak
+
+    def _ready(self, task: DeviceTask) -> None:
+        if self._active:
+            bisect.insort(self._active, task, key=_urgency)
+        else:
+            self._active.append(task)
+
+    def _copy_end(self, task: DeviceTask) -> float:
+        """When a copy ends on its engine; one engine per direction, first come first served."""
+        kind = task.copy_kind
+        bw = HOST_COPY_BYTES_PER_US if kind == "h2h" else self.profile.copy_bytes_per_us(kind)
+        start = max(self.now, self._copy_free.get(kind, 0.0))
+        end = start + self.profile.task_overhead_us + task.bytes / bw
+        self._copy_free[kind] = end
+        return end
 
     def _fill_cores(self) -> None:
-        order = sorted(self._active, key=lambda t: (t.stream.priority, t.seq))
-        for task in order:
-            pool = self.pool_of(task.unit)
-            while task.blocks_left > 0 and self.free[pool] > 0 and task.ready_t <= self.now:
-                self.free[pool] -= 1
-                task.blocks_left -= 1
-                task.blocks_running += 1
-                self.running_blocks += 1
-                task.max_cores = max(task.max_cores, task.blocks_running)
-                self._at(self.now + self._block_time(task), lambda t=task, p=pool: self._block_done(t, p))
-        self._sample()
+        """Hand free cores to waiting blocks, highest-priority stream first."""
+        cores, now, pools = self.cores, self.now, self._pool
+        for task in list(self._active):
+            pool = pools.get(task.unit) or self.pool_of(task.unit)
+            n = min(task.blocks_left, cores.free[pool])
+            if n <= 0:
+                continue
+            cores.place(task, pool, n, now)
+            task.blocks_left -= n
+            task.blocks_running += n
+            if task.blocks_running > task.max_cores:
+                task.max_cores = task.blocks_running
+            if task.blocks_left == 0:
+                self._active.remove(task)
 
-    def _block_time(self, task: DeviceTask) -> float:
-        n = max(1, task.block_dim)
-        flops, nbytes = task.flops / n, task.bytes / n
-        p = self.profile
-        if task.unit == "cube":
-            compute = flops / p.cube_flops_per_us_per_core(task.dtype)
-        elif task.unit == "vector":
-            compute = flops / p.vector_flops_per_us_per_core(task.dtype)
-        else:
-            compute = flops / AICPU_FLOPS_PER_US
-        memory = nbytes / (p.hbm_bytes_per_us / max(1, self.running_blocks))
-        return max(compute, memory, 1e-3)
-
-    def _block_done(self, task: DeviceTask, pool: str) -> None:
-        self.free[pool] += 1
-        task.blocks_running -= 1
-        self.running_blocks -= 1
+    def _blocks_done(self, cohort: Any) -> None:
+        task = cohort.task
+        task.blocks_running -= cohort.n
         if task.blocks_left == 0 and task.blocks_running == 0:
-            self._active.remove(task)
             self._finish(task)
-        else:
-            self._fill_cores()
 
     def _finish(self, task: DeviceTask) -> None:
         task.end_t = self.now
         if task.end_fn is not None:
             task.end_fn(task.result)
-        task.result = None
-        task.stream.active = None
-        task.stream.last_end = self.now
+        task.result = task.start_fn = task.end_fn = None   # done: drop the closures and data
+        s = task.stream
+        if s.active is task:
+            s.active = None
+        s.last_end = self.now
+        s.pending -= 1
+        self.queued -= 1
         self.finished.append(task)
-        self._dispatch()
+        self._dirty.add(s)
 
-    def _sample(self) -> None:
-        if self.profile.coupled:
-            busy = self.profile.ai_cores - self.free["aicore"]
-            sample = (self.now, busy, busy)
-        else:
-            sample = (self.now, self.profile.ai_cores - self.free["cube"],
-                      self.profile.vector_cores - self.free["vector"])
-        if self.samples and self.samples[-1][0] == self.now:
-            self.samples[-1] = sample
-        else:
-            self.samples.append(sample)
-
-
-def new_queue() -> deque[DeviceTask]:
-    return deque()
+    @property
+    def samples(self) -> list[Sample]:
+        """Busy cores and queued tasks after each change (rebuilt from logs on demand)."""
+        return build_samples(self)

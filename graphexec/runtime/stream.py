@@ -12,12 +12,14 @@ class Stream:
     """A FIFO command queue; ``priority`` 0 is the most urgent, 7 the least."""
 
     id: int
-    priority: int = 4
+    priority: int = 0
     queue: deque = field(default_factory=deque)
     active: Any = None
+    pending: int = 0              # enqueued and not yet finished
     last_end: float = 0.0
+    last_task: Any = None         # the newest task enqueued, for synchronize_stream
     destroyed: bool = False
-    submitted: list = field(default_factory=list)
+    context: Any = None
 
     def __repr__(self) -> str:
         return f"Stream({self.id})"
@@ -29,14 +31,17 @@ class Event:
 
     id: int
     record_task: Any = None        # the DeviceTask of the newest record
-    complete_t: float | None = None
     destroyed: bool = False
+    context: Any = None
 
-    def complete(self, t: float) -> None:
-        self.complete_t = t
+    @property
+    def complete_t(self) -> float | None:
+        task = self.record_task
+        return None if task is None else task.end_t
 
     def is_complete_at(self, now: float) -> bool:
-        return self.record_task is not None and self.record_task.end_t is not None and self.record_task.end_t <= now
+        task = self.record_task
+        return task is not None and task.end_t is not None and task.end_t <= now
 
     def __repr__(self) -> str:
         return f"Event({self.id})"
