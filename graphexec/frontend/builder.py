@@ -23,9 +23,6 @@ from graphexec.frontend.infer import infer_node
 from graphexec.frontend.opcheck import default_opset, finish_node, op_problem, resolve_domain
 from graphexec.ir import Graph, Node, TensorType, Value, verify
 
-Input = "Tensor | str | np.ndarray | float | int | None"
-
-
 @dataclass(frozen=True)
 class Tensor:
     """A value of the graph being built; pass it to ``op`` as an input."""
@@ -56,13 +53,15 @@ class GraphBuilder:
 
     def __init__(self, name: str = "graph", opset: int | None = None) -> None:
         self.graph = Graph(name, opsets={"": opset or onnx.defs.onnx_opset_version()}, source=f"builder {name!r}")
-        self._names: set[str] = set()
+        self._node_names: set[str] = set()
+        self._taken: set[str] = set()  # generated names, reserved as soon as they are made
 
     def _fresh(self, base: str) -> str:
         name, i = base, 0
-        while name in self._names or name in self.graph.values:
+        while name in self._taken or name in self.graph.values or name in self._node_names:
             i += 1
             name = f"{base}_{i}"
+        self._taken.add(name)
         return name
 
     def input(self, name: str, dtype: Any, shape: Sequence[int | str | None] | None) -> Tensor:
@@ -94,7 +93,8 @@ class GraphBuilder:
         outs = list(outputs) if not isinstance(outputs, int) else [self._fresh(f"{name}_out") for _ in range(outputs)]
         for o in outs:
             self._new_value(o)
-        node = Node(name, op, [self._input(x) for x in inputs], outs, {**(attrs or {}), **attributes}, domain)
+        like = next((x.dtype for x in inputs if isinstance(x, Tensor)), None)
+        node = Node(name, op, [self._input(x, like) for x in inputs], outs, {**(attrs or {}), **attributes}, domain)
         if stream_label is not None:
             node.meta["stream_label"] = stream_label
         if priority is not None:
@@ -106,7 +106,7 @@ class GraphBuilder:
             types = infer_node(self.graph, node)
         except GraphError as e:
             raise GraphError(f"{self.graph.source}: {e}") from None
-        self._names.add(name)
+        self._node_names.add(name)
         self.graph.nodes.append(node)
         for o, t in zip(outs, types):
             self.graph.values[o] = Value(o, t)
@@ -118,14 +118,15 @@ class GraphBuilder:
         node, issues = finish_node(len(self.graph.nodes), node, self.graph)
         if problem or issues:
             raise GraphError(f"{self.graph.source}: {problem or issues[0][1]}")
-        if node.name in self._names:
+        if node.name in self._node_names:
             raise GraphError(f"{self.graph.source}: node name {node.name!r} is used twice")
         for n in node.inputs:
             if n and n not in self.graph.values:
                 raise GraphError(f"{self.graph.source}: node {node} reads {n!r}, which is not in the graph yet")
         return node
 
-    def _input(self, x: Any) -> str:
+    def _input(self, x: Any, like: np.dtype | None) -> str:
+        """A value name for an op input; a Python number takes the dtype of the op's first tensor."""
         if x is None:
             return ""
         if isinstance(x, Tensor):
@@ -134,6 +135,8 @@ class GraphBuilder:
             return x.name
         if isinstance(x, str):
             return x
+        if isinstance(x, (int, float, bool)) and like is not None:
+            return self.constant(x, dtype=like).name
         return self.constant(x).name
 
     def _new_value(self, name: str) -> None:

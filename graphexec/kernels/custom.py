@@ -108,11 +108,14 @@ def _run(spec: CustomKernel, attrs: dict[str, Any], inputs: tuple) -> tuple[np.n
 
 
 def output_types(spec: CustomKernel, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType] | None:
-    """The output types by the kernel's shape rule; None when it has none or inputs are unknown."""
+    """The output types by the kernel's shape rule; None when it has none or inputs are unknown.
+
+    A rule function only sees static types; ``"same"`` passes symbolic dims through too.
+    """
+    if spec.shape == "same":
+        return [inputs[0]] if inputs and inputs[0].dtype is not None else None
     if spec.shape is None or not all(t.is_static for t in inputs):
         return None
-    if spec.shape == "same":
-        return [inputs[0]] if inputs else None
     if isinstance(spec.shape, str):
         raise GraphError(f"custom kernel {spec.op}: shape rule {spec.shape!r} is not 'same' or a function")
     try:
