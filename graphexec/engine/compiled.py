@@ -15,6 +15,7 @@ from graphexec.passes.lowering import Lowering
 from graphexec.passes.memory import MemoryPlan, MemoryPlanning
 from graphexec.passes.shapes import ShapeInference
 from graphexec.passes.scheduling import StreamAssignment
+from graphexec.profiling.record import RunRecord
 from graphexec.profiling.trace import chrome_trace
 from graphexec.runtime.device import Device
 from graphexec.runtime.profiles import DeviceProfile
@@ -87,7 +88,7 @@ class Compiled:
         stats = make_stats(self, dev)
         if dev.checker is not None:
             stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]
-        return Result(outputs, stats, chrome_trace(dev, self.graph.name))
+        return Result(outputs, stats, chrome_trace(dev, self.graph.name), RunRecord.of(dev, self))
 
     def _feed(self, ctx: ExecContext, name: str, value: Any) -> None:
         loc = ctx.where.get(name)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graphexec.engine.bounds import lower_bound_us
 from graphexec.engine.metrics import executed_live_peak, utilization
+from graphexec.profiling.counters import run_metrics
 
 if TYPE_CHECKING:
     from graphexec.engine.compiled import Compiled
+    from graphexec.profiling.diagnosis import Diagnosis
+    from graphexec.profiling.record import RunRecord
     from graphexec.runtime.device import Device
 
 
@@ -25,6 +29,9 @@ class Stats:
     activation pool, ``lower_bound_bytes`` the most activation bytes live at once as
     executed, ``cut_bound_bytes`` the most that may be live together under the schedule's
     partial order (the bound for any plan that is safe whatever the timing).
+    Over the makespan: ``mean_queue_depth``/``max_queue_depth`` count tasks in the
+    command queues, ``device_idle_us`` is time with no kernel or copy running, and
+    ``host_wait_us`` the part of it with every queue empty (the device waited on the host).
     """
 
     makespan_us: float
@@ -48,6 +55,10 @@ class Stats:
     io_bytes: int
     host_time_us: float
     compile_s: float
+    mean_queue_depth: float = 0.0
+    max_queue_depth: int = 0
+    device_idle_us: float = 0.0
+    host_wait_us: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,11 +67,33 @@ class Stats:
 
 @dataclass
 class Result:
-    """``outputs`` (name -> array, graph output order), ``stats`` and ``trace``."""
+    """``outputs`` (name -> array, graph output order), ``stats`` and ``trace``; ``run``
+    keeps what profiling needs (``write_profile``, ``diagnosis``)."""
 
     outputs: dict[str, Any]
     stats: Stats
     trace: dict[str, Any]
+    run: "RunRecord | None" = field(default=None, repr=False, compare=False)
+    _diagnosis: "Diagnosis | None" = field(default=None, init=False, repr=False, compare=False)
+
+    def write_profile(self, folder: str | Path) -> list[Path]:
+        """Write timeline.json, op_summary.csv and op_statistic.csv into ``folder``."""
+        from graphexec.profiling.export import write_profile
+
+        return write_profile(self, folder)
+
+    @property
+    def diagnosis(self) -> "Diagnosis":
+        """Why the cores are not full: "memory", "dependency", "launch" or "compute".
+        Computed on first use (it re-simulates the tasks under more streams)."""
+        if self._diagnosis is None:
+            from graphexec.errors import GraphExecError
+            from graphexec.profiling.diagnosis import diagnose
+
+            if self.run is None:
+                raise GraphExecError("this result keeps no run record to diagnose (it was not made by Session.run)")
+            self._diagnosis = diagnose(self.run, self.stats)
+        return self._diagnosis
 
 
 def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
@@ -81,7 +114,8 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
         **utilization(done, compiled.profile, makespan),
         peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
         cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes, weight_bytes=plan.region_bytes["weight"],
-        io_bytes=plan.region_bytes["io"], host_time_us=float(dev.host_t), compile_s=compiled.compile_s)
+        io_bytes=plan.region_bytes["io"], host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
+        **run_metrics(done))
 
 
 def summarize(value: Any, n: int = 5) -> str:

@@ -47,11 +47,13 @@ def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
         t = launch.task
         events.append({"ph": "X", "cat": "launch", "name": f"launch {t.name}", "ts": launch.start,
                        "dur": launch.end - launch.start, "pid": HOST_PID, "tid": 0})
-        if t.start_t is not None:
-            events.append({"ph": "s", "cat": "flow", "name": "launch", "id": t.seq, "ts": launch.end,
-                           "pid": HOST_PID, "tid": 0})
+        if t.start_t is not None and t.end_t is not None:
+            # each end of the arrow sits inside its slice, not on an edge that the slice
+            # before or after shares, so viewers bind it to the right launch and task
+            events.append({"ph": "s", "cat": "flow", "name": "launch", "id": t.seq,
+                           "ts": (launch.start + launch.end) / 2, "pid": HOST_PID, "tid": 0})
             events.append({"ph": "f", "bp": "e", "cat": "flow", "name": "launch", "id": t.seq,
-                           "ts": t.start_t, "pid": DEVICE_PID, "tid": t.stream.id})
+                           "ts": (t.start_t + t.end_t) / 2, "pid": DEVICE_PID, "tid": t.stream.id})
     events += _counters(dev)
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 

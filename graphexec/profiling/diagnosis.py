@@ -1,0 +1,172 @@
+"""Why the cores are not full: the runtime article's three reasons, measured.
+
+"If cube utilization is only 40%, the problem is usually in one of three places: memory
+access, a dependency chain too long (use more streams), or operators so light that the
+kernel launch overhead dominates." Each reason gets an estimate of the device time it
+costs, in microseconds of the run:
+
+- memory: busy time spent in kernels the roofline calls bandwidth-bound;
+- launch: time the device waited on the host with every queue empty, plus the device's
+  dispatch overhead of the kernels whose work is smaller than their fixed cost;
+- dependency: the time more streams save, measured by re-running the same tasks under
+  other stream counts in a timing-only simulation (the what-if).
+
+When the cube or vector units run at half their peak or more the answer is "compute";
+otherwise the largest estimate wins, and "compute" again when none reaches a tenth of
+the run (the kernels are compute-bound but small, and the three remedies would not help).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graphexec.profiling.record import RunRecord
+from graphexec.profiling.summary import op_rows
+
+BUSY = 0.5          # unit utilization at which the device counts as compute-bound
+SIGNIFICANT = 0.1   # share of the run a reason must cost to be named
+WHAT_IF_LIMITS = (2, 4, 8)
+TOP = 5
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The reason, the ops that matter (most time first), the numbers behind it, and
+    for "dependency" the measured what-if speedup from more streams."""
+
+    reason: str                       # "memory" | "dependency" | "launch" | "compute"
+    message: str
+    ops: list[str]
+    numbers: dict[str, float] = field(default_factory=dict)
+    what_if_speedup: float | None = None
+    what_if_streams: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def what_if(compiled: Any) -> tuple[float, float, int]:
+    """(makespan as scheduled, best makespan over more streams, its stream count), both
+    timing-only. Building a schedule relabels the tasks' streams, so they are put back."""
+    from graphexec.engine.simulate import simulate_makespan
+    from graphexec.passes.scheduling import build_schedule
+    from graphexec.passes.streams import POLICIES
+
+    tasks, profile = compiled.tasks, compiled.profile
+    base = simulate_makespan(compiled.schedule, profile)
+    best, best_n = base, len(compiled.schedule.streams)
+    saved = [t.stream for t in tasks.tasks]
+    try:
+        for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
+            for policy in (p for p in POLICIES if p != "single"):
+                sched = build_schedule(tasks, policy, n, profile)
+                span = simulate_makespan(sched, profile)
+                if span < best * (1 - 1e-9):
+                    best, best_n = span, len(sched.streams)
+    finally:
+        for t, s in zip(tasks.tasks, saved):
+            t.stream = s
+    return base, best, best_n
+
+
+def _by_bound(rows: list[dict[str, Any]]) -> dict[str, float]:
+    time: dict[str, float] = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    for r in rows:
+        time[r["Bound"]] += r["Task Duration(us)"]
+    return time
+
+
+def _top(rows: list[dict[str, Any]], key: Any) -> list[str]:
+    return [r["Op Name"] for r in sorted(rows, key=key, reverse=True)[:TOP]]
+
+
+def _op_types(rows: list[dict[str, Any]]) -> str:
+    counts = Counter(r["OP Type"] for r in rows)
+    return ", ".join(f"{op} x{n}" for op, n in counts.most_common(3))
+
+
+def estimates(record: RunRecord, stats: Any) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """The numbers behind the verdict, and the op_summary rows they came from."""
+    rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
+    time = _by_bound(rows)
+    kernel_time = sum(time.values()) or 1.0
+    fixed = sum(min(r["Task Duration(us)"], record.profile.task_overhead_us) for r in rows if r["Bound"] == "overhead")
+    busy = stats.makespan_us - stats.device_idle_us
+    base, best, best_n = what_if(record.compiled)
+    speedup = base / best if best > 0 else 1.0
+    n = {"makespan_us": stats.makespan_us, "busy_us": busy, "device_idle_us": stats.device_idle_us,
+         "host_wait_us": stats.host_wait_us, "cube_utilization": stats.cube_utilization,
+         "vector_utilization": stats.vector_utilization, "hbm_utilization": stats.hbm_utilization,
+         "memory_bound_share": time["memory"] / kernel_time, "overhead_bound_share": time["overhead"] / kernel_time,
+         "compute_bound_share": time["compute"] / kernel_time, "overhead_bound_kernels": sum(
+             r["Bound"] == "overhead" for r in rows), "kernels": len(rows),
+         "what_if_base_us": base, "what_if_best_us": best, "what_if_speedup": speedup,
+         "what_if_streams": best_n, "streams": stats.num_streams}
+    n["memory_us"] = busy * n["memory_bound_share"]
+    n["launch_us"] = stats.host_wait_us + busy * fixed / kernel_time
+    n["dependency_us"] = stats.makespan_us * (1 - 1 / speedup) if speedup > 0 else 0.0
+    return n, rows
+
+
+def choose(n: dict[str, float]) -> str:
+    """The verdict from the numbers (see the module docstring)."""
+    if max(n["cube_utilization"], n["vector_utilization"]) >= BUSY:
+        return "compute"
+    costs = {r: n[f"{r}_us"] for r in ("memory", "launch", "dependency")}
+    reason = max(costs, key=lambda r: costs[r])
+    return reason if costs[reason] >= SIGNIFICANT * n["makespan_us"] else "compute"
+
+
+def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
+    """Which reason holds for the run in ``record`` whose stats are ``stats``."""
+    n, rows = estimates(record, stats)
+    reason = choose(n)
+    cores = record.profile.ai_cores
+    pick = {"memory": lambda r: r["Bound"] == "memory", "launch": lambda r: r["Bound"] == "overhead",
+            "compute": lambda r: r["Bound"] == "compute", "dependency": lambda r: True}[reason]
+    chosen = [r for r in rows if pick(r)] or rows
+    if reason == "dependency":   # the kernels that leave the most cores idle for the longest
+        ops = _top(chosen, lambda r: (cores - min(cores, r["Block Dim"])) * r["Task Duration(us)"])
+    else:
+        ops = _top(chosen, lambda r: r["Task Duration(us)"])
+    message = MESSAGES[reason](n, chosen, record.profile)
+    streams = int(n["what_if_streams"]) if reason == "dependency" else None
+    return Diagnosis(reason, message, ops, n, n["what_if_speedup"] if reason == "dependency" else None, streams)
+
+
+def _memory(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
+    return (f"memory-bound: {n['memory_bound_share']:.0%} of kernel time is in kernels limited by HBM bandwidth "
+            f"({_op_types(rows)}); HBM ran at {n['hbm_utilization']:.0%} of peak, the cube at "
+            f"{n['cube_utilization']:.0%}. Moving fewer bytes helps: fuse the elementwise chains, use float16, "
+            f"keep tensors on chip.")
+
+
+def _launch(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
+    return (f"launch-bound: {int(n['overhead_bound_kernels'])} of {int(n['kernels'])} kernels ({_op_types(rows)}) "
+            f"do less work than their fixed cost ({profile.launch_cost_us:g} us host launch, "
+            f"{profile.task_overhead_us:g} us device dispatch); the device waited on the host "
+            f"{n['host_wait_us']:,.1f} us of {n['makespan_us']:,.1f} us. Fuse the small ops or launch the graph "
+            f"as one (graph sink), so fewer, bigger kernels run.")
+
+
+def _dependency(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
+    return (f"dependency-bound: the cores idle while {int(n['streams'])} stream(s) run the tasks one after "
+            f"another (cube at {n['cube_utilization']:.0%}, vector at {n['vector_utilization']:.0%}); re-run "
+            f"timing-only on {int(n['what_if_streams'])} streams, the same tasks take {n['what_if_best_us']:,.1f} us "
+            f"instead of {n['what_if_base_us']:,.1f} us ({n['what_if_speedup']:.2f}x). Run with --streams "
+            f"{int(n['what_if_streams'])} or --streams auto.")
+
+
+def _compute(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
+    util = max(n["cube_utilization"], n["vector_utilization"])
+    if util >= BUSY:
+        return (f"compute-bound: the units are busy (cube {n['cube_utilization']:.0%}, vector "
+                f"{n['vector_utilization']:.0%} of peak); only less arithmetic or a faster device helps.")
+    return (f"compute-bound kernels ({_op_types(rows)}) that use few cores: units at {util:.0%} of peak, yet "
+            f"neither bandwidth, launch cost nor more streams would gain a tenth of the run; larger tiles "
+            f"(more blocks per kernel) or batching would.")
+
+
+MESSAGES = {"memory": _memory, "launch": _launch, "dependency": _dependency, "compute": _compute}

@@ -1,0 +1,54 @@
+"""Writing a profile folder: timeline.json, op_summary.csv, op_statistic.csv.
+
+The files are written into a temporary folder beside the target and only then moved in,
+each by an atomic rename, so a failure leaves no half-written profile behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from graphexec.errors import GraphExecError
+from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
+from graphexec.profiling.timeline import timeline
+
+if TYPE_CHECKING:
+    from graphexec.engine.result import Result
+
+FILES = ("timeline.json", "op_summary.csv", "op_statistic.csv")
+
+
+def _write_all(result: "Result", folder: str) -> None:
+    record = result.run
+    rows = op_rows(record)
+    with open(os.path.join(folder, "timeline.json"), "w", encoding="utf-8") as f:
+        json.dump(timeline(record, result.trace), f)
+    write_csv(os.path.join(folder, "op_summary.csv"), SUMMARY_COLUMNS, rows)
+    write_csv(os.path.join(folder, "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
+
+
+def write_profile(result: "Result", folder: str | os.PathLike[str]) -> list[Path]:
+    """Write the profile of ``result`` into ``folder`` (created if missing); returns the paths."""
+    if result.run is None:
+        raise GraphExecError("this result keeps no run record to profile (it was not made by Session.run)")
+    target = Path(folder).resolve()
+    if target.exists() and not target.is_dir():
+        raise GraphExecError(f"{folder}: exists and is not a folder")
+    if not target.parent.is_dir():
+        raise GraphExecError(f"{folder}: folder {target.parent} does not exist")
+    tmp = tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-")
+    try:
+        _write_all(result, tmp)
+        if not target.exists():
+            os.rename(tmp, target)
+        else:
+            for name in FILES:
+                os.replace(os.path.join(tmp, name), target / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [target / name for name in FILES]

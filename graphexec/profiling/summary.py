@@ -1,0 +1,123 @@
+"""msprof-style per-task and per-op-type tables: ``op_summary.csv`` and ``op_statistic.csv``.
+
+Column names follow msprof's so the files read like the ones people already know
+(ascend-runtime-facts.md §5); FLOPs, Bytes and Bound are graphexec's additions. Bound is
+the device profile's roofline for the task alone: its compute time on the cores it may
+use against its bytes over the whole HBM bandwidth, and "overhead" when both are shorter
+than the fixed cost of a task (device dispatch or host launch, whichever is larger).
+"""
+
+from __future__ import annotations
+
+import csv
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from graphexec.profiling.counters import work
+from graphexec.profiling.record import RunRecord
+
+SUMMARY_COLUMNS = ("Op Name", "OP Type", "Task Type", "Stream ID", "Task Start Time(us)", "Task Duration(us)",
+                   "Task Wait Time(us)", "Block Dim", "Input Shapes", "Input Data Types", "Output Shapes",
+                   "Output Data Types", "FLOPs", "Bytes", "Bound")
+STATISTIC_COLUMNS = ("OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
+                     "Max Time(us)", "Ratio(%)")
+
+
+def roofline(t: Any, profile: Any) -> tuple[str, float, float]:
+    """(bound, compute us, memory us) of one device task by the profile's roofline."""
+    from graphexec.runtime.sim import AICPU_CORES, AICPU_FLOPS_PER_US
+
+    if t.kind == "memcpy":
+        return "memory", 0.0, t.bytes / profile.copy_bytes_per_us(getattr(t, "copy_kind", "d2d"))
+    if t.unit == "aicpu":
+        cores, per_core = getattr(profile, "aicpu_cores", AICPU_CORES), AICPU_FLOPS_PER_US
+    elif t.unit == "cube":
+        cores, per_core = profile.ai_cores, profile.cube_flops_per_us_per_core(t.dtype)
+    else:
+        cores = profile.ai_cores if profile.coupled else profile.vector_cores
+        per_core = profile.vector_flops_per_us_per_core(t.dtype)
+    compute = t.flops / (per_core * max(1, min(t.block_dim, cores)))
+    memory = t.bytes / profile.hbm_bytes_per_us
+    if max(compute, memory) < max(profile.task_overhead_us, profile.launch_cost_us):
+        return "overhead", compute, memory
+    return ("compute" if compute >= memory else "memory"), compute, memory
+
+
+def task_type(t: Any, profile: Any) -> str:
+    """msprof's Task Type: AI_CORE, AI_VECTOR_CORE (vector units of a separated device), AI_CPU."""
+    if t.kind == "memcpy":
+        return "MEMCPY_ASYNC"
+    if t.unit == "aicpu":
+        return "AI_CPU"
+    return "AI_VECTOR_CORE" if t.unit == "vector" and not profile.coupled else "AI_CORE"
+
+
+def _onnx_dtype(dtype: Any) -> str:
+    try:
+        import onnx
+
+        return onnx.TensorProto.DataType.Name(onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    except (TypeError, ValueError, KeyError):
+        return str(dtype).upper()
+
+
+def _tensors(graph: Any, names: Iterable[str]) -> tuple[str, str]:
+    """msprof's shape and dtype cells: one entry per tensor, ``;`` between tensors."""
+    shapes, dtypes = [], []
+    for name in names:
+        value = graph.values.get(name)
+        ty = value.type if value is not None else None
+        shape = None if ty is None else ty.shape
+        shapes.append("?" if shape is None else ",".join("?" if not isinstance(d, int) else str(d) for d in shape))
+        dtypes.append("?" if ty is None or ty.dtype is None else _onnx_dtype(ty.dtype))
+    return ";".join(shapes), ";".join(dtypes)
+
+
+def _row(t: Any, wait: float, graph: Any, profile: Any) -> dict[str, Any]:
+    task = t.meta.get("task")
+    node = getattr(task, "node", None)
+    ins, in_types = _tensors(graph, node.inputs if node is not None else [])
+    outs, out_types = _tensors(graph, node.outputs if node is not None else [])
+    return {"Op Name": t.name, "OP Type": getattr(task, "op", "") or ("MemcpyAsync" if t.kind == "memcpy" else ""),
+            "Task Type": task_type(t, profile), "Stream ID": t.stream.id, "Task Start Time(us)": t.start_t,
+            "Task Duration(us)": t.end_t - t.start_t, "Task Wait Time(us)": wait, "Block Dim": t.block_dim,
+            "Input Shapes": ins, "Input Data Types": in_types, "Output Shapes": outs,
+            "Output Data Types": out_types, "FLOPs": int(round(t.flops)), "Bytes": int(round(t.bytes)), "Bound": roofline(t, profile)[0]}
+
+
+def op_rows(record: RunRecord) -> list[dict[str, Any]]:
+    """One row per kernel or copy in start order. Task Wait Time is msprof's: the gap
+    between the end of the previous task on the same stream and this task's start."""
+    last_end: dict[int, float] = {}
+    rows = []
+    for t in work(record.tasks):
+        wait = t.start_t - last_end[t.stream.id] if t.stream.id in last_end else 0.0
+        last_end[t.stream.id] = t.end_t
+        rows.append(_row(t, max(0.0, wait), record.compiled.graph, record.profile))
+    return rows
+
+
+def op_statistic(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (OP Type, Task Type): count and total/avg/min/max time, most time first."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["OP Type"], r["Task Type"]), []).append(r["Task Duration(us)"])
+    total = sum(sum(d) for d in groups.values()) or 1.0
+    out = [{"OP Type": op, "Core Type": core, "Count": len(d), "Total Time(us)": sum(d),
+            "Avg Time(us)": sum(d) / len(d), "Min Time(us)": min(d), "Max Time(us)": max(d),
+            "Ratio(%)": 100.0 * sum(d) / total} for (op, core), d in groups.items()]
+    return sorted(out, key=lambda r: (-r["Total Time(us)"], r["OP Type"], r["Core Type"]))
+
+
+def _cell(v: Any) -> Any:
+    return f"{v:.3f}" if isinstance(v, float) else v
+
+
+def write_csv(path: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Times in microseconds with three decimals (nanoseconds), as msprof writes them."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_cell(r[c]) for c in columns])

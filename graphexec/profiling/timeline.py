@@ -1,0 +1,54 @@
+"""``timeline.json``: the run's Chrome trace plus counter tracks, as msprof's timeline has.
+
+The trace (``trace.py``) holds a track per stream, the host's launches and a flow arrow
+from each launch to its task; this adds counters ("ph": "C") on the device process:
+queue depth per stream, busy cube and vector cores, and activation-pool bytes in use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth
+from graphexec.profiling.record import RunRecord
+from graphexec.profiling.trace import DEVICE_PID, HOST_PID
+
+POOL_COUNTER = "activation pool (bytes in use)"
+CORES_COUNTER = "busy AI cores"
+
+
+def _counter(name: str, pid: int, points: list[tuple[float, dict[str, float]]]) -> list[dict[str, Any]]:
+    return [{"ph": "C", "name": name, "ts": t, "pid": pid, "tid": 0, "args": args} for t, args in points]
+
+
+def _series(name: str, key: str, series: Series) -> list[dict[str, Any]]:
+    return _counter(name, DEVICE_PID, [(t, {key: v}) for t, v in series])
+
+
+def counter_events(record: RunRecord) -> list[dict[str, Any]]:
+    """Every counter track of the run, each a list of steps."""
+    events: list[dict[str, Any]] = []
+    for stream, series in queue_depth(record.tasks).items():
+        events += _series(f"queue depth (stream {stream})", "tasks", series)
+    cores = busy_cores(record.tasks, record.samples, record.profile)
+    events += _counter(CORES_COUNTER, DEVICE_PID, [(t, {"cube": c, "vector": v}) for t, c, v in cores])
+    root = record.compiled.tasks.root
+    events += _series(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(), root))
+    return events
+
+
+def _sort_indices(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """Host above device, streams in id order, in viewers that honour sort indices."""
+    out = [{"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+           for pid in (HOST_PID, DEVICE_PID)]
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e["pid"] == DEVICE_PID:
+            out.append({"ph": "M", "name": "thread_sort_index", "pid": DEVICE_PID, "tid": e["tid"],
+                        "args": {"sort_index": e["tid"]}})
+    return out
+
+
+def timeline(record: RunRecord, trace: dict[str, Any]) -> dict[str, Any]:
+    """``trace`` (the result's Chrome trace) with sort indices and counter tracks added."""
+    events = list(trace["traceEvents"]) + _sort_indices(trace) + counter_events(record)
+    return {**trace, "traceEvents": events, "otherData": {"source": "graphexec", "device": record.profile.name}}
