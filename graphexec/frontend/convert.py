@@ -69,7 +69,9 @@ def yaml_data(graph: Graph, weights: str | None = None) -> tuple[dict[str, Any],
 
 def _tensors(graph: Graph, weights: str | None, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, v in graph.values.items():
+    consts = [n for n, v in graph.values.items() if v.const is not None]
+    for name in dict.fromkeys(graph.inputs + consts + list(graph.values)):  # inputs, constants, the rest
+        v = graph.values[name]
         try:
             if v.const is not None:
                 arr = np.asarray(v.const)

@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 import onnx
+from onnx import helper
 
 from graphexec.frontend.export import node_proto
 from graphexec.frontend.onnx import node_from_proto
@@ -90,11 +91,23 @@ def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
         issues += [((), f"node {node}: missing required attribute {key!r}")
                    for key, a in schema.attributes.items() if a.required and key not in node.attrs]
     try:
-        full = node_from_proto(i, node_proto(node))
+        full = node_from_proto(i, _proto(node, schema))
     except (TypeError, ValueError) as e:
         return node, issues + [(("attributes",), f"node {node}: attributes cannot be encoded as ONNX: {e}")]
     full.meta = node.meta
     return full, issues
+
+
+def _proto(node: Node, schema: Any) -> onnx.NodeProto:
+    """``node_proto``, with each empty list typed by its YAML tag, the schema, or else as ints."""
+    empty = {k: v for k, v in node.attrs.items() if isinstance(v, list) and not v}
+    proto = node_proto(Node(node.name, node.op, node.inputs, node.outputs,
+                            {k: v for k, v in node.attrs.items() if k not in empty}, node.domain))
+    for key, value in empty.items():
+        declared = schema.attributes[key].type.value if schema is not None and key in schema.attributes else None
+        kind = getattr(value, "attr_type", None) or declared or onnx.AttributeProto.INTS
+        proto.attribute.append(helper.make_attribute(key, [], attr_type=kind))
+    return proto
 
 
 def _schema(node: Node, graph: Graph) -> Any:

@@ -20,6 +20,14 @@ from graphexec.ir import TensorType
 _TAGS = ("tensor", "graph", "graphs", "ints", "floats", "strings")
 
 
+class TypedList(list):
+    """A list attribute that knows its ONNX type: an empty one has no other way to say it."""
+
+    def __init__(self, items: list, attr_type: int) -> None:
+        super().__init__(items)
+        self.attr_type = attr_type
+
+
 def np_dtype(name: str | None) -> np.dtype | None:
     """A YAML dtype name as numpy's ("string" is numpy's object dtype, as in the IR)."""
     if name is None:
@@ -128,7 +136,9 @@ def decode_attr(value: Any) -> Any:
         items = [body] if tag == "graph" else list(body)
         graphs = [onnx.GraphProto.FromString(base64.b64decode(b)) for b in items]
         return graphs[0] if tag == "graph" else graphs
-    return [{"ints": int, "floats": float, "strings": str}[tag](v) for v in body]
+    kind = {"ints": (int, onnx.AttributeProto.INTS), "floats": (float, onnx.AttributeProto.FLOATS),
+            "strings": (str, onnx.AttributeProto.STRINGS)}[tag]
+    return TypedList([kind[0](v) for v in body], kind[1])
 
 
 def encode_attr(value: Any, attr_type: int | None = None) -> Any:
