@@ -84,10 +84,21 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from graphexec.profiling.console import Progress
+
     graph = gx.load(args.model)
     feeds = _feeds_for(graph, args)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
-    result = session.run(feeds)
+    with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
+        bar.update(0, "compiling")
+        session.compile(feeds)
+        bar.update(1, "running")
+        result = session.run(feeds)
+        bar.update(2, "diagnosing")
+        diagnosis = result.diagnosis
+        if args.profile:
+            bar.update(3, "writing the profile")
+            result.write_profile(args.profile)
     if args.save:
         atomic_write(args.save, lambda tmp: np.savez(tmp, **{k: np.asarray(v) for k, v in result.outputs.items()}))
     if args.trace:
@@ -95,9 +106,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": str(args.model), "device": session.profile.name,
                           "outputs": {k: _describe(v) for k, v in result.outputs.items()},
-                          "stats": result.stats.to_dict()}, indent=2, default=float))
+                          "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
     else:
         _print_summary(args.model, session, result)
+        if args.profile:
+            print(f"  profile written to {args.profile}/ (timeline.json, op_summary.csv, op_statistic.csv)")
     return 0
 
 
@@ -117,6 +130,18 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
     print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
     print(f"  activation pool {s.peak_bytes:,} bytes (live peak {s.lower_bound_bytes:,}, "
           f"no reuse {s.no_reuse_bytes:,}); weights {s.weight_bytes:,} bytes")
+    _print_profile(result)
+
+
+def _print_profile(result: gx.Result) -> None:
+    from graphexec.profiling.console import diagnosis_lines, op_type_table, profile_lines
+    from graphexec.profiling.summary import op_rows, op_statistic
+
+    print("\n".join(profile_lines(result.stats)))
+    if result.run is not None:
+        print("  device time by op type:")
+        print(op_type_table(op_statistic(op_rows(result.run))))
+        print("\n".join(diagnosis_lines(result.diagnosis)))
 
 
 def _feeds_for(graph: gx.Graph, args: argparse.Namespace) -> dict[str, Any]:
@@ -138,12 +163,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     graph = gx.load(args.model)
     feeds = _feeds_for(graph, args)
     counts = _stream_list(args.streams)
+    from graphexec.profiling.console import Progress
 
-    def progress(i: int, n: int, what: str) -> None:
-        if not args.json and sys.stderr.isatty():
-            print(f"\r[{i}/{n}] {what}   ", end="" if i < n else "\n", file=sys.stderr, flush=True)
-
-    cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, progress=progress)
+    with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
+        cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device,
+                         progress=lambda i, n, what: bar.update(i, what))
     if args.plot:
         from graphexec.profiling.plot import gantt
 
@@ -243,6 +267,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="ascend910", help="built-in device name or a profile .yaml")
     run.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (open in Perfetto)")
+    run.add_argument("--profile", metavar="DIR", help="write timeline.json, op_summary.csv and op_statistic.csv")
     run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")

@@ -12,6 +12,7 @@ from graphexec.engine.result import Result
 from graphexec.engine.session import Session
 from graphexec.frontend import load
 from graphexec.ir import Graph
+from graphexec.profiling.console import table
 
 COLUMNS = ("streams", "policy", "used", "events", "time_us", "speedup", "lower_bound_us", "cube_util",
            "vector_util", "peak_bytes")
@@ -47,8 +48,7 @@ class Comparison:
         body = [[str(r.streams), r.policy, str(r.used), str(r.events), f"{r.time_us:,.1f}", f"{r.speedup:.2f}x",
                  f"{r.lower_bound_us:,.1f}", f"{100 * r.cube_util:.1f}%", f"{100 * r.vector_util:.1f}%",
                  f"{r.peak_bytes / 2**20:,.2f} MiB"] for r in self.rows]
-        widths = [max(len(x) for x in col) for col in zip(head, *body)]
-        lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in [head, *body]]
+        lines = [table(head, body)]
         verdict = ("outputs bit-identical across all rows" if self.identical
                    else "OUTPUTS DIFFER between rows")
         return "\n".join(lines + [verdict])
