@@ -75,7 +75,7 @@ def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
     """
     if not op.isidentifier():
         raise GraphExecError(f"custom kernel name {op!r} must be an identifier")
-    if domain in ("", "ai.onnx") or not domain:
+    if domain in ("", "ai.onnx"):
         raise GraphExecError(f"custom kernel {op!r} needs its own domain, not the ONNX one")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -98,7 +98,13 @@ def domains_of(op: str) -> list[str]:
 
 
 def _run(spec: CustomKernel, attrs: dict[str, Any], inputs: tuple) -> tuple[np.ndarray, ...]:
-    outs = tuple(np.asarray(o) for o in registry.as_outputs(spec.fn(*inputs, **attrs)))
+    try:
+        result = spec.fn(*inputs, **attrs)
+    except (ValueError, TypeError, IndexError, FloatingPointError, registry.Unsupported):
+        raise
+    except Exception as e:  # noqa: BLE001  (the user's code: a KernelError naming the node, not a crash)
+        raise ValueError(f"{type(e).__name__}: {e}") from None
+    outs = tuple(np.asarray(o) for o in registry.as_outputs(result))
     expected = output_types(spec, [TensorType(x.dtype, x.shape) for x in inputs if x is not None], attrs)
     for i, (got, want) in enumerate(zip(outs, expected or [])):
         if want.dtype is not None and want.shape is not None and (got.dtype, got.shape) != (want.dtype, want.shape):

@@ -95,6 +95,18 @@ def test_kernel_output_must_match_its_shape_rule():
         gx.Session(b.build()).run({"x": np.ones(2, np.float32)})
 
 
+def test_an_exception_in_the_kernel_is_a_kernel_error():
+    @gx.kernel("TestRaises", shape="same")
+    def boom(x):
+        return {}["missing"]
+
+    b = gx.GraphBuilder("boom", opset=17)
+    b.output(b.TestRaises(b.input("x", "float32", [2])))
+    with pytest.raises(gx.KernelError, match=r"^node testraises \(TestRaises\): kernel TestRaises failed on inputs "
+                                             r"\(2,\): KeyError: 'missing'$"):
+        gx.Session(b.build()).run({"x": np.ones(2, np.float32)})
+
+
 def test_bad_rules_are_graph_errors():
     @gx.kernel("TestBadShape", shape=lambda x: 1 / 0)
     def f(x):
