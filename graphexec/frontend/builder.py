@@ -20,7 +20,7 @@ import onnx
 
 from graphexec.errors import GraphError
 from graphexec.frontend.infer import infer_node
-from graphexec.frontend.opcheck import default_opset, finish_node, op_problem, resolve_domain
+from graphexec.frontend.opcheck import make_node
 from graphexec.ir import Graph, Node, TensorType, Value, verify
 
 @dataclass(frozen=True)
@@ -88,20 +88,15 @@ class GraphBuilder:
         Inputs are Tensors, value names, None (an omitted optional input) or arrays
         (made constants). ``attrs`` takes attributes whose names clash with these keywords.
         """
-        domain, problem = resolve_domain(op, domain, self.graph.opsets[""])
         name = name or self._fresh(op.lower())
         outs = list(outputs) if not isinstance(outputs, int) else [self._fresh(f"{name}_out") for _ in range(outputs)]
         for o in outs:
             self._new_value(o)
         like = next((x.dtype for x in inputs if isinstance(x, Tensor)), None)
-        node = Node(name, op, [self._input(x, like) for x in inputs], outs, {**(attrs or {}), **attributes}, domain)
-        if stream_label is not None:
-            node.meta["stream_label"] = stream_label
-        if priority is not None:
-            node.meta["priority"] = priority
-        if domain and domain not in self.graph.opsets:
-            self.graph.opsets[domain] = default_opset(domain)
-        node = self._checked(node, problem)
+        meta = {k: v for k, v in (("stream_label", stream_label), ("priority", priority)) if v is not None}
+        node, issues = make_node(len(self.graph.nodes), self.graph, name, op, domain,
+                                 [self._input(x, like) for x in inputs], outs, {**(attrs or {}), **attributes}, meta)
+        self._check(node, issues)
         try:
             types = infer_node(self.graph, node)
         except GraphError as e:
@@ -113,17 +108,14 @@ class GraphBuilder:
         result = tuple(Tensor(o, self) for o in outs)
         return result[0] if len(result) == 1 else result
 
-    def _checked(self, node: Node, problem: str | None) -> Node:
-        problem = problem or op_problem(node, self.graph)
-        node, issues = finish_node(len(self.graph.nodes), node, self.graph)
-        if problem or issues:
-            raise GraphError(f"{self.graph.source}: {problem or issues[0][1]}")
+    def _check(self, node: Node, issues: list) -> None:
+        if issues:
+            raise GraphError(f"{self.graph.source}: {issues[0][1]}")
         if node.name in self._node_names:
             raise GraphError(f"{self.graph.source}: node name {node.name!r} is used twice")
         for n in node.inputs:
             if n and n not in self.graph.values:
                 raise GraphError(f"{self.graph.source}: node {node} reads {n!r}, which is not in the graph yet")
-        return node
 
     def _input(self, x: Any, like: np.dtype | None) -> str:
         """A value name for an op input; a Python number takes the dtype of the op's first tensor."""

@@ -22,6 +22,22 @@ from graphexec.kernels.custom import domains_of, lookup_custom
 Issue = tuple[tuple[str, ...], str]  # (field of the node at fault, message)
 
 
+def make_node(i: int, graph: Graph, name: str, op: str, domain: str | None, inputs: list[str],
+              outputs: list[str], attrs: dict[str, Any], meta: dict[str, Any]) -> tuple[Node, list[Issue]]:
+    """The i-th node of ``graph``, checked, with its problems.
+
+    Its domain is resolved, its op must exist at the graph's opset and its attributes be
+    valid; a new domain's opset goes into ``graph.opsets``.
+    """
+    domain, problem = resolve_domain(op, domain, graph.opsets[""])
+    node = Node(name, op, inputs, outputs, attrs, domain, meta=meta)
+    if domain and domain not in graph.opsets:
+        graph.opsets[domain] = default_opset(domain)
+    issues: list[Issue] = [(("op",), p) for p in (problem, op_problem(node, graph)) if p]
+    node, more = finish_node(i, node, graph)
+    return node, issues + more
+
+
 def resolve_domain(op: str, domain: str | None, opset: int) -> tuple[str, str | None]:
     """The node's domain and a problem, if any.
 

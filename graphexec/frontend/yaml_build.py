@@ -13,11 +13,11 @@ from typing import Any
 
 import onnx
 
-from graphexec.frontend.opcheck import default_opset, finish_node, op_problem, resolve_domain
+from graphexec.frontend.opcheck import make_node
 from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
 from graphexec.frontend.yaml_source import Path, Problem, Source
 from graphexec.frontend.yaml_tensors import constant, decode_attr, tensor_type
-from graphexec.ir import Graph, Node, TensorType, Value
+from graphexec.ir import Graph, TensorType, Value
 
 
 class Collector:
@@ -102,19 +102,11 @@ def _nodes(spec: GraphSpec, graph: Graph, out: Collector) -> dict[str, int]:
             first = out.src.marks.get(("nodes", index[name]), (0, 0))[0]
             out.add(("nodes", i, "name"), f"node name {name!r} is used twice (first at line {first})")
         index.setdefault(name, i)
-        domain, problem = resolve_domain(ns.op, ns.domain, graph.opsets[""])
-        if problem:
-            out.add(("nodes", i, "op"), problem)
-        node = Node(name, ns.op, list(ns.inputs), list(ns.outputs), domain=domain)
-        if ns.stream_label is not None:
-            node.meta["stream_label"] = ns.stream_label
-        if ns.priority is not None:
-            node.meta["priority"] = ns.priority
-        if node.domain and node.domain not in graph.opsets:
-            graph.opsets[node.domain] = default_opset(node.domain)
-        if (problem := op_problem(node, graph)) is not None:
-            out.add(("nodes", i, "op"), problem)
-        node = _attributes(node, ns, i, graph, out)
+        meta = {k: v for k, v in (("stream_label", ns.stream_label), ("priority", ns.priority)) if v is not None}
+        node, issues = make_node(i, graph, name, ns.op, ns.domain, list(ns.inputs), list(ns.outputs),
+                                 _attributes(name, ns, i, out), meta)
+        for field, message in issues:
+            out.add(("nodes", i, *field), message)
         for j, o in enumerate(node.outputs):
             if o and o in written:
                 out.add(("nodes", i, "outputs", j), f"node {node} writes {o!r}, which is already {written[o]}")
@@ -125,16 +117,14 @@ def _nodes(spec: GraphSpec, graph: Graph, out: Collector) -> dict[str, int]:
     return index
 
 
-def _attributes(node: Node, ns: NodeSpec, i: int, graph: Graph, out: Collector) -> Node:
+def _attributes(name: str, ns: NodeSpec, i: int, out: Collector) -> dict[str, Any]:
+    attrs = {}
     for key, raw in ns.attributes.items():
         try:
-            node.attrs[key] = decode_attr(raw)
+            attrs[key] = decode_attr(raw)
         except Exception as e:  # noqa: BLE001  (pydantic, base64, protobuf, numpy)
-            out.add(("nodes", i, "attributes", key), f"node {node}: attribute {key!r}: {_first_line(e)}")
-    node, issues = finish_node(i, node, graph)
-    for field, message in issues:
-        out.add(("nodes", i, *field), message)
-    return node
+            out.add(("nodes", i, "attributes", key), f"node {name} ({ns.op}): attribute {key!r}: {_first_line(e)}")
+    return attrs
 
 
 def _first_line(e: Exception) -> str:
