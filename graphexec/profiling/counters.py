@@ -68,7 +68,8 @@ def level_at(series: Series, t: float) -> float:
     return level
 
 
-def measure(series: Series, lo: float, hi: float, keep: Callable[[float], bool] = lambda v: True) -> tuple[float, float]:
+def measure(series: Series, lo: float, hi: float,
+            keep: Callable[[float], bool] = lambda v: True) -> tuple[float, float]:
     """(time, integral of the level) over [lo, hi] where ``keep(level)`` holds."""
     time = area = 0.0
     points = [(lo, level_at(series, lo))] + [p for p in series if lo < p[0] < hi] + [(hi, 0.0)]

@@ -83,7 +83,8 @@ def _row(t: Any, wait: float, graph: Any, profile: Any) -> dict[str, Any]:
             "Task Type": task_type(t, profile), "Stream ID": t.stream.id, "Task Start Time(us)": t.start_t,
             "Task Duration(us)": t.end_t - t.start_t, "Task Wait Time(us)": wait, "Block Dim": t.block_dim,
             "Input Shapes": ins, "Input Data Types": in_types, "Output Shapes": outs,
-            "Output Data Types": out_types, "FLOPs": int(round(t.flops)), "Bytes": int(round(t.bytes)), "Bound": roofline(t, profile)[0]}
+            "Output Data Types": out_types, "FLOPs": int(round(t.flops)), "Bytes": int(round(t.bytes)),
+            "Bound": roofline(t, profile)[0]}
 
 
 def op_rows(record: RunRecord) -> list[dict[str, Any]]:

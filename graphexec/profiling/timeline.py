@@ -1,24 +1,28 @@
 """``timeline.json``: the run's Chrome trace plus counter tracks, as msprof's timeline has.
 
 The trace (``trace.py``) holds a track per stream, the host's launches and a flow arrow
-from each launch to its task; this adds counters ("ph": "C") on the device process:
-queue depth per stream, busy cube and vector cores, and activation-pool bytes in use.
+from each launch to its task; this puts counters ("ph": "C") on the device process in
+place of the trace's own: tasks queued on all streams and on each stream, busy cube and
+vector cores (split by the running kernels' units on a coupled device, where the trace
+counts each busy core as both), and activation-pool bytes in use.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth
+from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth, total_depth
 from graphexec.profiling.record import RunRecord
 from graphexec.profiling.trace import DEVICE_PID, HOST_PID
 
 POOL_COUNTER = "activation pool (bytes in use)"
-CORES_COUNTER = "busy AI cores"
+CORES_COUNTER = "busy cores"
+QUEUE_COUNTER = "queued tasks"
 
 
 def _counter(name: str, pid: int, points: list[tuple[float, dict[str, float]]]) -> list[dict[str, Any]]:
-    return [{"ph": "C", "name": name, "ts": t, "pid": pid, "tid": 0, "args": args} for t, args in points]
+    return [{"ph": "C", "cat": "counter", "name": name, "ts": t, "pid": pid, "tid": 0, "args": args}
+            for t, args in points]
 
 
 def _series(name: str, key: str, series: Series) -> list[dict[str, Any]]:
@@ -27,7 +31,7 @@ def _series(name: str, key: str, series: Series) -> list[dict[str, Any]]:
 
 def counter_events(record: RunRecord) -> list[dict[str, Any]]:
     """Every counter track of the run, each a list of steps."""
-    events: list[dict[str, Any]] = []
+    events = _series(QUEUE_COUNTER, "tasks", total_depth(record.tasks))
     for stream, series in queue_depth(record.tasks).items():
         events += _series(f"queue depth (stream {stream})", "tasks", series)
     cores = busy_cores(record.tasks, record.samples, record.profile)
@@ -49,6 +53,6 @@ def _sort_indices(trace: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def timeline(record: RunRecord, trace: dict[str, Any]) -> dict[str, Any]:
-    """``trace`` (the result's Chrome trace) with sort indices and counter tracks added."""
-    events = list(trace["traceEvents"]) + _sort_indices(trace) + counter_events(record)
+    """``trace`` (the result's Chrome trace) with sort indices and these counter tracks."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") != "C"] + _sort_indices(trace) + counter_events(record)
     return {**trace, "traceEvents": events, "otherData": {"source": "graphexec", "device": record.profile.name}}
