@@ -10,6 +10,8 @@ streams see the old bytes until then, as on hardware.
 
 from __future__ import annotations
 
+import functools
+import math
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -37,7 +39,7 @@ class Tensor(NamedTuple):
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
 
 def tensor(ptr: int, dtype: Any, shape: tuple[int, ...] | list[int]) -> Tensor:
@@ -130,8 +132,16 @@ def _registered_task(dev: Device, op: str, fn: Callable[..., Any], ins: list[Ten
 
 
 def _registered_cost(op: str, ins: list[Tensor], outs: list[Tensor], attrs: dict) -> Any:
-    nbytes = [sum(t.nbytes for t in ts) for ts in (ins, outs)]
-    return node_cost(op, [t.shape for t in ins], nbytes[0], [t.shape for t in outs], nbytes[1], dict(attrs), False)
+    key = (op, tuple(t.shape for t in ins), sum(t.nbytes for t in ins),
+           tuple(t.shape for t in outs), sum(t.nbytes for t in outs))
+    return _node_cost(*key) if not attrs else node_cost(key[0], list(key[1]), key[2], list(key[3]), key[4],
+                                                       dict(attrs), False)
+
+
+@functools.lru_cache(maxsize=512)
+def _node_cost(op: str, ins: tuple, in_bytes: int, outs: tuple, out_bytes: int) -> Any:
+    """The cost rule for attribute-free launches, cached: the same shapes recur in loops."""
+    return node_cost(op, list(ins), in_bytes, list(outs), out_bytes, {}, False)
 
 
 @api
@@ -156,20 +166,20 @@ def launch_kernel(kernel: str | Callable[..., Any], block_dim: int, stream: Stre
     dev, s = STATE.stream(stream)
     if isinstance(kernel, str):
         task = _registered(dev, s, kernel, args, attrs or {}, outputs, name)
+        task.block_dim = int(block_dim)
+        task.flops = task.flops if flops is None else float(flops)
+        task.bytes = task.bytes if bytes is None else float(bytes)
+        task.unit, task.dtype = unit or task.unit, dtype or task.dtype
     elif callable(kernel):
-        ptrs = [a for a in args if _is_pointer(dev, a)]
+        ptrs = [a for a in args if _is_pointer(dev, a)] if args else ()
         label = name or getattr(kernel, "__name__", "kernel")
         rd, wr = _ranges(dev, reads, ptrs), _ranges(dev, writes, ptrs)
         start, end = _callable_task(dev, kernel, args, wr, label)
-        task = DeviceTask("kernel", s, label, dtype="float32", reads=rd, writes=wr, start_fn=start, end_fn=end,
-                          meta=_NO_META)
+        task = DeviceTask("kernel", s, label, unit or "vector", int(block_dim), float(flops or 0.0),
+                          float(bytes or 0.0), dtype or "float32", start_fn=start, end_fn=end, meta=_NO_META,
+                          reads=rd, writes=wr)
     else:
         raise invalid_param(f"kernel must be a registered op name or a callable, got {kernel!r}")
-    task.block_dim = int(block_dim)
-    task.flops = float(flops) if flops is not None else task.flops
-    task.bytes = float(bytes) if bytes is not None else task.bytes
-    task.unit = unit or task.unit
-    task.dtype = dtype or task.dtype
     dev.launch(task)
 
 
@@ -181,17 +191,14 @@ def _registered(dev: Device, s: Stream, op: str, args: tuple, attrs: dict, outpu
     if not all(isinstance(a, Tensor) for a in args) or not 1 <= outputs <= len(args):
         raise invalid_param(f"kernel {op!r} takes acl.tensor() descriptors, inputs then {outputs} output(s)")
     ins, outs = list(args[:-outputs]), list(args[-outputs:])
-    for t in args:
-        dev.memory.segment(t.ptr, t.nbytes)
+    ranges = [(t.ptr, t.nbytes, hex(t.ptr)) for t in args]
+    for ptr, n, _ in ranges:
+        dev.memory.segment(ptr, n)
     cost = _registered_cost(op, ins, outs, attrs)
     start, end = _registered_task(dev, op, fn, ins, outs, attrs)
-    label = name or op
-    return DeviceTask("kernel", s, label, unit=cost.unit, flops=cost.flops, bytes=cost.bytes,
-                      dtype=outs[0].dtype.name, start_fn=start, end_fn=end,
-                      reads=[(t.ptr, t.nbytes, f"{op}.in{i}") for i, t in enumerate(ins)],
-                      writes=[(t.ptr, t.nbytes, f"{op}.out{i}") for i, t in enumerate(outs)],
-                      meta={"op": op, "inputs": [f"{t.ptr:#x}" for t in ins],
-                            "outputs": [f"{t.ptr:#x}" for t in outs]})
+    return DeviceTask("kernel", s, name or op, cost.unit, 1, cost.flops, cost.bytes, str(outs[0].dtype),
+                      start_fn=start, end_fn=end, meta=_NO_META,
+                      reads=ranges[:-outputs], writes=ranges[-outputs:])
 
 
 @api

@@ -42,7 +42,7 @@ class CorePools:
         self.cohorts: list[Cohort] = []
         self.t = 0.0
         self.next_t = INF
-        self._stale = False
+        self.stale = False
         self.log: list[tuple[float, str, int]] = []   # (time, pool, +/- cores), for samples
 
     def busy(self, pool: str) -> int:
@@ -62,7 +62,7 @@ class CorePools:
         self.free[pool] -= n
         self.log.append((now, pool, n))
         self.cohorts.append(Cohort(task, pool, n, task.block_us, task.block_bytes))
-        self._stale = True
+        self.stale = True
 
     def pop_done(self, now: float) -> list[Cohort]:
         """The cohorts finished by ``now``, removed and their cores freed."""
@@ -73,14 +73,15 @@ class CorePools:
             for c in done:
                 self.free[c.pool] += c.n
                 self.log.append((now, c.pool, -c.n))
-            self._stale = True
+            self.stale = True
         return done
 
     def retime(self) -> None:
-        """Share HBM among running blocks (water-filling) and find the next finish."""
-        if not self._stale:
-            return
-        self._stale = False
+        """Share HBM among running blocks (water-filling) and find the next finish.
+
+        Callers check ``stale`` first: only a placement or a finish changes the shares.
+        """
+        self.stale = False
         cohorts = self.cohorts
         if len(cohorts) == 1:   # the common case of one task alone: no sharing to work out
             c = cohorts[0]

@@ -10,6 +10,7 @@ checked against the bytes asked for, so an off-by-one copy is caught, not padded
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,7 +122,7 @@ class DeviceMemory:
     def view(self, ptr: int, dtype: np.dtype | str, shape: tuple[int, ...]) -> np.ndarray:
         """A numpy view of device memory at ``ptr``."""
         dtype = np.dtype(dtype)
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        n = math.prod(shape) * dtype.itemsize
         return self.bytes_at(ptr, n).view(dtype).reshape(shape)
 
     def live(self) -> list[Segment]:

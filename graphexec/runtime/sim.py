@@ -167,7 +167,8 @@ class Simulator:
                 self._run_stream(s)
         if self._active:
             self._fill_cores()
-        self.cores.retime()
+        if self.cores.stale:
+            self.cores.retime()
 
     def _run_stream(self, s: Any) -> None:
         while s.active is None and s.queue:
