@@ -1,13 +1,15 @@
 """What profiling keeps of one run.
 
-The device is reset at the start of the next run, so a result keeps its own copy of the
-finished tasks, the host launches and the core samples, plus the compiled plan they came
-from (for tensor shapes, the memory plan and what-if schedules).
+The device starts a fresh simulator at the next run, so a result keeps the finished
+tasks, the host launches and the simulator of its own run (core samples are built from
+it only when a timeline asks), plus the compiled plan they came from (for tensor shapes,
+the memory plan and what-if schedules).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,12 +19,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class RunRecord:
-    """The finished device tasks, host launches and core samples of one run."""
+    """The finished device tasks, host launches and simulator of one run."""
 
     tasks: list[Any]
     launches: list[Any]
-    samples: list[Any]
+    sim: Any = field(repr=False)
     compiled: "Compiled" = field(repr=False)
+
+    @cached_property
+    def samples(self) -> list[Any]:
+        """Busy cores over time, if the simulator keeps them (empty otherwise)."""
+        return list(getattr(self.sim, "samples", None) or [])
 
     @property
     def profile(self) -> Any:
@@ -35,7 +42,7 @@ class RunRecord:
     @classmethod
     def of(cls, dev: "Device", compiled: "Compiled") -> "RunRecord":
         """A snapshot of the run that just finished on ``dev``."""
-        return cls(list(dev.sim.finished), list(dev.launches), list(getattr(dev.sim, "samples", [])), compiled)
+        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, compiled)
 
     def activation_sizes(self) -> dict[str, int]:
         """Bytes of each activation-pool tensor in the memory plan."""

@@ -134,3 +134,13 @@ def test_the_result_trace_is_left_as_it_was(run):
     assert result.trace == before
     names = {e["name"] for e in doc["traceEvents"] if e["ph"] == "C"}
     assert {CORES_COUNTER, QUEUE_COUNTER, POOL_COUNTER} <= names and len(names) == 3 + result.stats.num_streams
+
+
+def test_busy_cores_without_samples_come_from_the_tasks(run):
+    from graphexec.profiling.counters import busy_cores
+
+    result, _ = run
+    p = result.run.profile
+    steps = busy_cores(result.run.tasks, [], p)
+    assert steps and max(c + v for _, c, v in steps) > 0 and steps[-1][1:] == (0, 0)
+    assert all(0 <= c <= p.ai_cores and 0 <= v <= (p.ai_cores if p.coupled else p.vector_cores) for _, c, v in steps)
