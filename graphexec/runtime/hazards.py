@@ -90,8 +90,7 @@ class HazardChecker:
         self._host: dict[Any, int] = {}
         self._version = 0
         self._record_vc: dict[int, dict] = {}       # id(record task) -> its snapshot
-        self._by_seg: dict[int, list[_Access]] = {}
-        self._pruned_at: dict[int, int] = {}
+        self._by_seg: dict[int, dict[Any, list[_Access]]] = {}   # base -> stream -> accesses
         self._seen: set[tuple] = set()
 
     # ---- clocks ----------------------------------------------------------------
@@ -124,8 +123,7 @@ class HazardChecker:
         """A blocking host copy: ordered after every host synchronize before it."""
         clock = self._host[HOST] = self._host.get(HOST, 0) + 1
         self._version += 1
-        op_reads, op_writes = reads, writes
-        self._check_ranges(op, HOST, clock, self._host, op_reads, op_writes)
+        self._check_ranges(op, HOST, clock, self._host, reads, writes)
 
     def sync_stream(self, stream: Any) -> None:
         self._host_merge(self._clock_of(stream))
@@ -154,18 +152,30 @@ class HazardChecker:
                     self._access(_Access(task, key, clock, ptr, ptr + nbytes, write, name), vc)
 
     def _access(self, acc: _Access, vc: dict) -> None:
+        """Compare with the accesses of other streams that ``vc`` has not seen, then keep it.
+
+        Per allocation and stream, accesses are kept in clock order, so walking one
+        backwards stops at the first access the new one is ordered after: only the
+        unordered tail is ever visited, however long the history.
+        """
         try:
             seg, _ = self.memory.segment(acc.lo)
         except AclError:
             return   # not device memory: the launch itself reports that
-        past = self._by_seg.setdefault(seg.base, [])
-        for a in past:
-            if (a.key is not acc.key and a.lo < acc.hi and acc.lo < a.hi and (a.write or acc.write)
-                    and vc.get(a.key, 0) < a.clock):
-                self._report(a, acc)
-        past.append(acc)
-        if len(past) >= 2 * self._pruned_at.get(seg.base, _PRUNE_AT // 2):
-            self._prune(seg.base, past)
+        lists = self._by_seg.setdefault(seg.base, {})
+        for key, past in lists.items():
+            if key is acc.key:
+                continue
+            seen = vc.get(key, 0)
+            for a in reversed(past):
+                if a.clock <= seen:
+                    break
+                if a.lo < acc.hi and acc.lo < a.hi and (a.write or acc.write):
+                    self._report(a, acc)
+        own = lists.setdefault(acc.key, [])
+        own.append(acc)
+        if len(own) >= _PRUNE_AT and len(own) & (len(own) - 1) == 0:   # at powers of two
+            self._prune(acc.key, own)
 
     def _report(self, a: _Access, b: _Access) -> None:
         kind = _KIND[(a.write, b.write)]
@@ -175,9 +185,8 @@ class HazardChecker:
             self._seen.add(key)
             self.hazards.append(Hazard(kind, a.task, b.task, tensor, max(a.lo, b.lo), min(a.hi, b.hi)))
 
-    def _prune(self, base: int, past: list[_Access]) -> None:
-        """Drop accesses every stream (and the host) is already ordered after."""
+    def _prune(self, key: Any, own: list[_Access]) -> None:
+        """Drop the accesses every stream (and the host) is already ordered after."""
         clocks = [vc for s, vc in self._vc.items() if not getattr(s, "destroyed", False)] + [self._host]
-        keep = [a for a in past if any(vc.get(a.key, 0) < a.clock for vc in clocks)]
-        past[:] = keep
-        self._pruned_at[base] = max(len(keep), _PRUNE_AT // 2)
+        floor = min(vc.get(key, 0) for vc in clocks)
+        del own[:sum(1 for a in own if a.clock <= floor)]
