@@ -91,6 +91,7 @@ def diagnosis_lines(diagnosis: Any, width: int = 100) -> list[str]:
     """The verdict in plain words, and the ops that matter."""
     lines = textwrap.wrap(f"diagnosis: {diagnosis.message}", width, initial_indent="  ", subsequent_indent="    ")
     if diagnosis.ops:
-        lines += textwrap.wrap(f"ops that matter: {', '.join(diagnosis.ops)}", width, initial_indent="    ",
+        ops = ", ".join(f"{o['name']} ({o['op']}, {o['us']:,.1f} us)" for o in diagnosis.ops)
+        lines += textwrap.wrap(f"ops that matter: {ops}", width, initial_indent="    ",
                                subsequent_indent="      ")
     return lines

@@ -33,12 +33,13 @@ TOP = 5
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The reason, the ops that matter (most time first), the numbers behind it, and
-    for "dependency" the measured what-if speedup from more streams."""
+    """The reason, the ops that matter (``{"name", "op", "us"}``, most to blame first),
+    the numbers behind it, and for "dependency" the measured what-if speedup from more
+    streams."""
 
     reason: str                       # "memory" | "dependency" | "launch" | "compute"
     message: str
-    ops: list[str]
+    ops: list[dict[str, Any]]
     numbers: dict[str, float] = field(default_factory=dict)
     what_if_speedup: float | None = None
     what_if_streams: int | None = None
@@ -78,8 +79,9 @@ def _by_bound(rows: list[dict[str, Any]]) -> dict[str, float]:
     return time
 
 
-def _top(rows: list[dict[str, Any]], key: Any) -> list[str]:
-    return [r["Op Name"] for r in sorted(rows, key=key, reverse=True)[:TOP]]
+def _top(rows: list[dict[str, Any]], key: Any) -> list[dict[str, Any]]:
+    return [{"name": r["Op Name"], "op": r["OP Type"], "us": r["Task Duration(us)"]}
+            for r in sorted(rows, key=key, reverse=True)[:TOP]]
 
 
 def _op_types(rows: list[dict[str, Any]]) -> str:
@@ -87,25 +89,32 @@ def _op_types(rows: list[dict[str, Any]]) -> str:
     return ", ".join(f"{op} x{n}" for op, n in counts.most_common(3))
 
 
+STAT_KEYS = ("makespan_us", "device_idle_us", "host_wait_us", "mean_queue_depth", "cube_utilization",
+             "vector_utilization", "hbm_utilization")
+
+
+def _kernel_numbers(rows: list[dict[str, Any]], profile: Any) -> dict[str, float]:
+    """Shares of kernel time by roofline bound, and the fixed cost paid by light kernels."""
+    time = _by_bound(rows)
+    total = sum(time.values()) or 1.0
+    light = [r for r in rows if r["Bound"] == "overhead"]
+    fixed = sum(min(r["Task Duration(us)"], profile.task_overhead_us) for r in light)
+    return {"kernels": len(rows), "overhead_bound_kernels": len(light), "fixed_share": fixed / total,
+            **{f"{b}_bound_share": t / total for b, t in time.items()}}
+
+
 def estimates(record: RunRecord, stats: Any) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """The numbers behind the verdict, and the op_summary rows they came from."""
     rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
-    time = _by_bound(rows)
-    kernel_time = sum(time.values()) or 1.0
-    fixed = sum(min(r["Task Duration(us)"], record.profile.task_overhead_us) for r in rows if r["Bound"] == "overhead")
-    busy = stats.makespan_us - stats.device_idle_us
+    n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
+    n.update(_kernel_numbers(rows, record.profile), streams=stats.num_streams)
     base, best, best_n = what_if(record.compiled)
     speedup = base / best if best > 0 else 1.0
-    n = {"makespan_us": stats.makespan_us, "busy_us": busy, "device_idle_us": stats.device_idle_us,
-         "host_wait_us": stats.host_wait_us, "cube_utilization": stats.cube_utilization,
-         "vector_utilization": stats.vector_utilization, "hbm_utilization": stats.hbm_utilization,
-         "memory_bound_share": time["memory"] / kernel_time, "overhead_bound_share": time["overhead"] / kernel_time,
-         "compute_bound_share": time["compute"] / kernel_time, "overhead_bound_kernels": sum(
-             r["Bound"] == "overhead" for r in rows), "kernels": len(rows),
-         "what_if_base_us": base, "what_if_best_us": best, "what_if_speedup": speedup,
-         "what_if_streams": best_n, "streams": stats.num_streams}
+    n.update(what_if_base_us=base, what_if_best_us=best, what_if_speedup=speedup, what_if_streams=best_n)
+    busy = n["busy_us"] = stats.makespan_us - stats.device_idle_us
     n["memory_us"] = busy * n["memory_bound_share"]
-    n["launch_us"] = stats.host_wait_us + busy * fixed / kernel_time
+    n["dispatch_us"] = busy * n["fixed_share"]
+    n["launch_us"] = stats.host_wait_us + n["dispatch_us"]
     n["dependency_us"] = stats.makespan_us * (1 - 1 / speedup) if speedup > 0 else 0.0
     return n, rows
 
@@ -146,9 +155,10 @@ def _memory(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> st
 def _launch(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
     return (f"launch-bound: {int(n['overhead_bound_kernels'])} of {int(n['kernels'])} kernels ({_op_types(rows)}) "
             f"do less work than their fixed cost ({profile.launch_cost_us:g} us host launch, "
-            f"{profile.task_overhead_us:g} us device dispatch); the device waited on the host "
-            f"{n['host_wait_us']:,.1f} us of {n['makespan_us']:,.1f} us. Fuse the small ops or launch the graph "
-            f"as one (graph sink), so fewer, bigger kernels run.")
+            f"{profile.task_overhead_us:g} us device dispatch). Of {n['makespan_us']:,.1f} us the device waited "
+            f"{n['host_wait_us']:,.1f} us on the host (mean queue depth {n['mean_queue_depth']:.1f}) and spent "
+            f"{n['dispatch_us']:,.1f} us dispatching these kernels. Fuse the small ops or launch the graph as one "
+            f"(graph sink), so fewer, bigger kernels run.")
 
 
 def _dependency(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
