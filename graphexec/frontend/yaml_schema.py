@@ -8,7 +8,7 @@ in one pass. ``schemas/graph.schema.json`` is generated from :class:`GraphSpec`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, model_validator
 from pydantic_core import PydanticCustomError
@@ -26,10 +26,9 @@ def _one_error(message: str) -> WrapValidator:
     return WrapValidator(check)
 
 
-DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
-          "uint8", "uint16", "uint32", "uint64", "bool", "string")
 DType = Literal["float16", "float32", "float64", "int8", "int16", "int32", "int64",
                 "uint8", "uint16", "uint32", "uint64", "bool", "string"]
+DTYPES: tuple[str, ...] = get_args(DType)
 Dim = Annotated[Annotated[int, Field(ge=0)] | str | None,
                 _one_error("must be a size >= 0, a symbolic name, or null for unknown")]
 Priority = Annotated[int, Field(ge=0, le=7, description="stream priority: 0 (greatest) .. 7 (least), as in ACL")]
