@@ -163,6 +163,8 @@ def launch_kernel(kernel: str | Callable[..., Any], block_dim: int, stream: Stre
     if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) \
             or not 1 <= block_dim <= MAX_BLOCK_DIM:
         raise invalid_param(f"block_dim must be an int in 1..{MAX_BLOCK_DIM}, got {block_dim!r}")
+    if unit not in (None, "cube", "vector", "aicpu"):
+        raise invalid_param(f"unit must be 'cube', 'vector' or 'aicpu', got {unit!r}")
     dev, s = STATE.stream(stream)
     if isinstance(kernel, str):
         task = _registered(dev, s, kernel, args, attrs or {}, outputs, name)

@@ -27,7 +27,7 @@ from graphexec.runtime._acl_memory import (
     free, free_host, get_mem_info, malloc, malloc_host, memcpy, memcpy_async, memset, memset_async,
 )
 from graphexec.runtime._acl_state import STATE, Context, api
-from graphexec.runtime.codes import (  # noqa: F401  (the ACL enums, re-exported)
+from graphexec.runtime.codes import (
     CALLBACK_BLOCK, CALLBACK_NO_BLOCK, DDR_MEM, EVENT_RECORDED_STATUS_COMPLETE, EVENT_RECORDED_STATUS_NOT_READY,
     HBM_MEM, HBM_MEM_HUGE, HBM_MEM_NORMAL, MEM_MALLOC_HUGE_FIRST, MEM_MALLOC_HUGE_ONLY, MEM_MALLOC_NORMAL_ONLY,
     MEMCPY_DEFAULT, MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST, MEMCPY_HOST_TO_DEVICE, MEMCPY_HOST_TO_HOST,
@@ -46,6 +46,11 @@ __all__ = [
     "synchronize_stream", "synchronize_device", "malloc", "free", "malloc_host", "free_host", "memcpy",
     "memcpy_async", "memset", "memset_async", "get_mem_info", "launch_kernel", "launch_callback", "view",
     "emulated_device", "hazards",
+    # the ACL enums
+    "CALLBACK_BLOCK", "CALLBACK_NO_BLOCK", "DDR_MEM", "EVENT_RECORDED_STATUS_COMPLETE",
+    "EVENT_RECORDED_STATUS_NOT_READY", "HBM_MEM", "HBM_MEM_HUGE", "HBM_MEM_NORMAL", "MEM_MALLOC_HUGE_FIRST",
+    "MEM_MALLOC_HUGE_ONLY", "MEM_MALLOC_NORMAL_ONLY", "MEMCPY_DEFAULT", "MEMCPY_DEVICE_TO_DEVICE",
+    "MEMCPY_DEVICE_TO_HOST", "MEMCPY_HOST_TO_DEVICE", "MEMCPY_HOST_TO_HOST",
 ]
 
 

@@ -113,7 +113,6 @@ class Device:
         start = self.host_t
         self.host_t = end = start + self.profile.launch_cost_us
         self.sim.submit(task, end)
-        s.last_task = task
         if self.checker is not None:
             self.checker.on_launch(task)
         self.launches.append(HostLaunch(task, start, end))

@@ -17,7 +17,6 @@ class Stream:
     active: Any = None
     pending: int = 0              # enqueued and not yet finished
     last_end: float = 0.0
-    last_task: Any = None         # the newest task enqueued, for synchronize_stream
     destroyed: bool = False
     context: Any = None
 

@@ -170,6 +170,7 @@ def test_bad_launches(rt):
     _fails(100000, "ACL_ERROR_INVALID_PARAM", acl.launch_kernel, lambda: None, 0, s)
     _fails(100000, "ACL_ERROR_INVALID_PARAM", acl.launch_kernel, lambda: None, 65536, s)
     _fails(100000, "ACL_ERROR_INVALID_PARAM", acl.launch_kernel, 42, 1, s)
+    _fails(100000, "ACL_ERROR_INVALID_PARAM", acl.launch_kernel, lambda: None, 1, s, unit="gpu")
     _fails(100000, "ACL_ERROR_INVALID_PARAM", acl.launch_kernel, lambda: None, 1, "stream")
     _fails(507027, "ACL_ERROR_RT_KERNEL_LOOKUP", acl.launch_kernel, "NoSuchOp", 1, s)
     _fails(100000, "ACL_ERROR_INVALID_PARAM", acl.launch_kernel, "Relu", 1, s, acl.malloc(4))
