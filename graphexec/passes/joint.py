@@ -71,7 +71,7 @@ def joint_plan(tasks: TaskGraph, schedule: Schedule, plan_fn: Any, time_fn: Any)
     report = {"rounds": 0, "added_dependencies": 0, "pool_before": plan.peak_bytes, "time_before_us": start_time}
     best = (plan.peak_bytes, schedule, plan, 0, 0)
     current, added = tasks, 0
-    for rounds in range(1, MAX_ROUNDS + 1):
+    for rounds in range(1, MAX_ROUNDS + 1 if plan.clash else 1):  # no conflict lists in lane mode
         # one ordered pair may only move the peak to another clique of equal weight,
         # so rounds may tie; the best pool seen is kept
         extra = extra_deps(plan.items, plan.clash, current, times)

@@ -16,7 +16,7 @@ from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.events import Schedule
 from graphexec.passes.joint import joint_plan
 from graphexec.passes.lifetimes import Lifetime, lifetimes
-from graphexec.passes.placement import conflicts, cut_bound, place_hybrid
+from graphexec.passes.placement import cut_bound, plan_offsets
 from graphexec.passes.tasks import TaskGraph
 
 log = logging.getLogger(__name__)
@@ -93,14 +93,15 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
         cursor[region] += align(size)
 
     read = {r for tk in tasks.tasks for r in tk.reads}
-    for name in graph.constants:
+    consts = graph.constants
+    for name in consts:
         t = graph.values[name].type
         if t.is_static and name in read:
             fixed(name, "weight", t.nbytes)
     sizes: dict[str, int] = {}
     for name in dict.fromkeys(list(graph.inputs) + [tasks.root(w) for tk in tasks.tasks for w in tk.writes]):
         t = graph.values[name].type
-        if not t.is_static or name in graph.constants:
+        if not t.is_static or name in consts:
             continue
         if name in io_roots:
             fixed(name, "io", t.nbytes)
@@ -108,10 +109,9 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
             sizes[name] = align(max(t.nbytes, 1))
     acts = list(lifetimes(tasks, schedule, sizes).values())
     no_reuse = sum(a.size for a in acts)
-    clash = conflicts(acts, schedule)
-    cut = _live_peak(acts) if len(schedule.streams) == 1 else cut_bound(acts, clash)
+    clash: list | None = None
     if reuse:
-        offsets, peak, heuristic = place_hybrid(acts, schedule, clash)
+        offsets, peak, heuristic, clash = plan_offsets(acts, schedule)
         log.debug("memory plan: heuristic %s", heuristic)
     else:
         offsets, peak, acc = {}, no_reuse, 0
@@ -122,7 +122,11 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
                                  a.first, a.last, a.stream))
     regions = {"activation": peak, "io": cursor["io"], "weight": cursor["weight"]}
     log.debug("memory plan: pool %d bytes, %d without reuse", peak, no_reuse)
-    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut, acts, clash)
+    if len(schedule.streams) == 1:
+        cut: int | None = _live_peak(acts)
+    else:
+        cut = cut_bound(acts, clash) if clash is not None else None
+    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut, acts, clash or [])
 
 
 class MemoryPlanning(Pass):

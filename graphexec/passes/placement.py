@@ -8,12 +8,13 @@ other's write in the schedule, so sharing never depends on timing luck.
 
 from __future__ import annotations
 
+import bisect
 from typing import Callable
 
 import networkx as nx
 
 from graphexec.passes.events import Schedule
-from graphexec.passes.lifetimes import Lifetime, ordered
+from graphexec.passes.lifetimes import Lifetime
 
 Order = Callable[[Lifetime, int], tuple]  # (item, number of items it conflicts with) -> sort key
 
@@ -26,25 +27,71 @@ HEURISTICS: dict[str, Order] = {
 }
 
 
-def conflicts(items: list[Lifetime], schedule: Schedule) -> list[list[int]]:
-    """For each item, the indices of the items it may be live together with."""
-    single = len(schedule.streams) == 1
-    out: list[list[int]] = [[] for _ in items]
-    by_first = sorted(range(len(items)), key=lambda i: items[i].first)
-    for k, i in enumerate(by_first):
-        a = items[i]
-        for j in by_first[k + 1:]:
-            b = items[j]
-            if single:
-                if b.first > a.last:
-                    break  # later items start later still: none conflicts with a
-                clash = True
-            else:
-                clash = not (ordered(a, b, schedule) or ordered(b, a, schedule))
-            if clash:
-                out[i].append(j)
-                out[j].append(i)
-    return out
+PAIR_BUDGET = 3_000_000  # beyond this many conflicting pairs, plan one lane per stream
+
+
+class TooDense(Exception):
+    """The conflict graph is too dense to list; per-stream lanes are planned instead."""
+
+
+def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = None,
+              streams: list[int] | None = None) -> list[list[int]]:
+    """For each item, the indices of the items it may be live together with.
+
+    Of two tensors, the one written later in launch order (b) conflicts with the other
+    (a) unless every writer of b knows a's last uses. Along one stream the clocks only
+    grow, so the writers that know a form a suffix of that stream: per stream, only the
+    tasks between a's write and that suffix (found by bisection) can conflict, which keeps
+    this near-linear in the number of tensors instead of quadratic.
+    """
+    launch = {t.id: i for i, t in enumerate(schedule.order)}
+    per_stream = [[t.id for t in s] for s in schedule.streams]
+    starts = [[launch[i] for i in ids] for ids in per_stream]
+    written: dict[int, list[int]] = {}
+    for j, it in enumerate(items):
+        for w in it.writers:
+            written.setdefault(w, []).append(j)
+    out: list[set[int]] = [set() for _ in items]
+    pairs = 0
+    for i, a in enumerate(items):
+        need = [(s, e) for s, e in enumerate(a.end) if e >= 0]
+        for s in (range(len(per_stream)) if streams is None else streams):
+            ids = per_stream[s]
+            lo = bisect.bisect_left(starts[s], a.first)
+            if lo == len(ids):
+                continue
+            hi = _first_knowing(ids, lo, need, schedule)
+            for tid in ids[lo:hi]:
+                for j in written.get(tid, ()):
+                    if j != i and (items[j].first > a.first or (items[j].first == a.first and j > i)):
+                        out[i].add(j)
+                        out[j].add(i)
+                        pairs += 1
+            if budget is not None and pairs > budget:
+                raise TooDense(f"more than {budget} conflicting pairs")
+    return [sorted(c) for c in out]
+
+
+def _first_knowing(ids: list[int], lo: int, need: list[tuple[int, int]], schedule: Schedule) -> int:
+    """Index of the first task at or after ``lo`` on a stream whose clock passes every
+    (stream, position) in ``need``: the last uses of a tensor."""
+
+    def knows(k: int) -> bool:
+        clock = schedule.clock[ids[k]]
+        return all(clock[s] > e for s, e in need)
+
+    hi, n = lo, len(ids)
+    step = 1
+    while hi < n and not knows(hi):  # gallop: the window is usually short
+        lo, hi = hi + 1, min(n, hi + step)
+        step *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if knows(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order) -> tuple[list[int], int]:
@@ -90,3 +137,40 @@ def place_hybrid(items: list[Lifetime], schedule: Schedule,
         return {}, 0, "none"
     peak, name, offsets = best
     return {it.name: o for it, o in zip(items, offsets)}, peak, name
+
+
+def _lanes(items: list[Lifetime], schedule: Schedule) -> dict[int, list[int]]:
+    """Items by the stream that writes them; -1 for items written from several streams."""
+    stream_of = {t.id: t.stream for s in schedule.streams for t in s}
+    lanes: dict[int, list[int]] = {}
+    for i, it in enumerate(items):
+        writers = {stream_of[w] for w in it.writers}
+        lanes.setdefault(writers.pop() if len(writers) == 1 else -1, []).append(i)
+    return lanes
+
+
+def plan_offsets(items: list[Lifetime], schedule: Schedule) -> tuple[dict[str, int], int, str, list | None]:
+    """Offsets, pool size, the heuristic that won, and the conflict lists (None in lanes).
+
+    When streams hardly synchronize, nearly every pair of tensors on different streams
+    conflicts and listing them is quadratic; then each stream gets a lane of its own
+    (tinygrad keeps one per copy queue for the same reason), reuse happens within a lane
+    only, and tensors written from several streams get bytes of their own.
+    """
+    try:
+        clash = conflicts(items, schedule, budget=PAIR_BUDGET)
+    except TooDense:
+        offsets: dict[str, int] = {}
+        base = 0
+        for stream, idx in sorted(_lanes(items, schedule).items()):
+            sub = [items[i] for i in idx]
+            if stream < 0:
+                lane = {it.name: sum(x.size for x in sub[:k]) for k, it in enumerate(sub)}
+                peak = sum(x.size for x in sub)
+            else:
+                lane, peak, _ = place_hybrid(sub, schedule, conflicts(sub, schedule, streams=[stream]))
+            offsets.update({k: base + v for k, v in lane.items()})
+            base += peak + (-peak) % 512
+        return offsets, base, "per-stream lanes", None
+    offsets, peak, name = place_hybrid(items, schedule, clash)
+    return offsets, peak, name, clash

@@ -91,12 +91,16 @@ def _better(new: TensorType, old: TensorType) -> bool:
 def _foldable(node: Node, graph: Graph) -> bool:
     if node.op in _RANDOM_OPS or node.domain not in ("", "ai.onnx"):
         return False
-    consts = graph.constants
-    if all(n in consts for n in node.all_inputs):
+    if all(_is_const(graph, n) for n in node.all_inputs):
         return True
     if node.op in ("Shape", "Size") and node.inputs and graph.values[node.inputs[0]].type.is_static:
         return True
     return False
+
+
+def _is_const(graph: Graph, name: str) -> bool:
+    v = graph.values.get(name)
+    return v is not None and v.const is not None
 
 
 def _shape_only(node: Node, graph: Graph) -> dict[str, np.ndarray]:
@@ -115,10 +119,10 @@ def fold_constants(graph: Graph) -> bool:
         if not _foldable(node, graph):
             kept.append(node)
             continue
-        if node.op in ("Shape", "Size") and node.inputs[0] not in graph.constants:
+        if node.op in ("Shape", "Size") and not _is_const(graph, node.inputs[0]):
             outs = _shape_only(node, graph)
         else:
-            outs = NodeRunner(node, graph)(graph.constants)
+            outs = NodeRunner(node, graph)({n: graph.values[n].const for n in node.all_inputs})
         for name, arr in outs.items():
             v = graph.values[name]
             v.const = arr

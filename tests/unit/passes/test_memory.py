@@ -87,3 +87,17 @@ def test_unaligned_concat_keeps_its_task():
     session = gx.Session(model)
     r = session.run({"x": np.ones((1, 3, 4), np.float32)})
     assert "Concat" in [e["args"]["op"] for e in r.trace["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def test_dense_conflicts_fall_back_to_per_stream_lanes(monkeypatch):
+    from graphexec.passes import placement
+
+    monkeypatch.setattr(placement, "PAIR_BUDGET", 5)
+    model = random_dag(np.random.default_rng(5), 60)
+    x = {"x": np.ones((8, 8), np.float32)}
+    session = gx.Session(model, streams=4, policy="chains")
+    result = session.run(x)
+    assert session.memory_plan.cut_bound_bytes is None
+    check_no_live_overlap(session, result)
+    plain = gx.Session(model).run(x)
+    assert all(plain.outputs[k].tobytes() == result.outputs[k].tobytes() for k in plain.outputs)
