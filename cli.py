@@ -59,8 +59,8 @@ def _inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _streams(text: str) -> int | str:
-    if text == "auto":
+def _streams(text: str | None) -> int | str | None:
+    if text is None or text == "auto":
         return text
     try:
         return int(text)
@@ -176,7 +176,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(cmp.to_dict(), indent=2))
     else:
-        print(f"{args.model} on {args.device}")
+        print(f"{args.model} on {cmp.sessions[0].profile.name}")
         print(cmp.table())
     return 0
 
@@ -250,7 +250,7 @@ POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
 def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
     p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
-    p.add_argument("--device", default="ascend910", help="built-in device name or a profile .yaml")
+    p.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
     p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print JSON")
@@ -263,8 +263,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="an .onnx or .yaml/.yml graph")
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
     run.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
-    run.add_argument("--streams", default="1", help="number of streams, or 'auto' (default 1)")
-    run.add_argument("--device", default="ascend910", help="built-in device name or a profile .yaml")
+    run.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
+    run.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
     run.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (open in Perfetto)")
     run.add_argument("--profile", metavar="DIR", help="write timeline.json, op_summary.csv and op_statistic.csv")
@@ -281,7 +281,7 @@ def parser() -> argparse.ArgumentParser:
     cmp.set_defaults(fn=cmd_compare)
     plan = sub.add_parser("plan", help="show each stream's task order and the memory plan")
     plan.add_argument("model")
-    plan.add_argument("--streams", default="1", help="number of streams, or 'auto'")
+    plan.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
     plan.add_argument("--policy", choices=POLICY_CHOICES)
     plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
     _model_options(plan, json_flag=False)
@@ -309,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphExecError as e:
         print(f"graphexec: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader (e.g. `head`) went away: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("graphexec: interrupted", file=sys.stderr)
         return 130

@@ -62,7 +62,7 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), feeds: Mapping[str, Any] | None = None,
-            policy: str | None = None, device: str = "ascend910",
+            policy: str | None = None, device: str | None = None,
             progress: Callable[[int, int, str], None] | None = None) -> Comparison:
     """Run ``graph`` once per stream count; speedups are against the first row.
 

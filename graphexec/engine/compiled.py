@@ -73,8 +73,7 @@ class Compiled:
         dev.reset_run()
         ctx = ExecContext(dev, self.graph, self.tasks)
         place(ctx, self.memory_plan, self.bases)
-        ctx.streams = {i: (dev.default_stream if i == 0 else dev.create_stream())
-                       for i in range(len(self.schedule.streams))}
+        ctx.streams = {i: self._stream(dev, i) for i in range(len(self.schedule.streams))}
         ctx.events = {i: dev.create_event() for i in range(self.schedule.num_event_ids)}
         try:
             for name, value in feeds.items():
@@ -89,6 +88,12 @@ class Compiled:
         if dev.checker is not None:
             stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]
         return Result(outputs, stats, chrome_trace(dev, self.graph.name), RunRecord.of(dev, self))
+
+    def _stream(self, dev: Device, i: int) -> Any:
+        prio = self.schedule.priorities[i] if i < len(self.schedule.priorities) else None
+        if i == 0 and prio is None:
+            return dev.default_stream
+        return dev.create_stream() if prio is None else dev.create_stream(priority=prio)
 
     def _feed(self, ctx: ExecContext, name: str, value: Any) -> None:
         loc = ctx.where.get(name)

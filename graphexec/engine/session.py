@@ -41,8 +41,11 @@ class Session:
 
     Args:
         graph: a Graph, or anything ``gx.load`` accepts (a path, a ModelProto).
-        streams: how many streams tasks may use (an int >= 1, or "auto").
-        device: a built-in profile name ("ascend910", ...) or a profile YAML path.
+        streams: how many streams tasks may use (an int >= 1, or "auto"). None: the
+            graph's own options (a YAML graph's ``options:``), else 1; a graph with a
+            hand-written schedule then runs on its streams.
+        device: a built-in profile name ("ascend910", ...) or a profile YAML path; None:
+            the graph's options, else "ascend910".
         memory: "reuse" (intermediates share pool blocks when the schedule orders them),
             "none" (each gets its own bytes) or "joint" (also add events that let more
             tensors share, when that shrinks the pool; the cost in time is reported).
@@ -50,13 +53,19 @@ class Session:
         check_hazards: record byte ranges and report unsynchronized accesses.
     """
 
-    def __init__(self, graph: Graph | Any, streams: int | str = 1, device: str | DeviceProfile = "ascend910",
-                 *, policy: str | None = None, memory: str = "reuse", memory_reuse: bool = True,
-                 fold: bool = True, check_hazards: bool = False) -> None:
+    def __init__(self, graph: Graph | Any, streams: int | str | None = None,
+                 device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
+                 memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False) -> None:
         if memory not in ("reuse", "none", "joint"):
             raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
         self.graph = graph if isinstance(graph, Graph) else load(graph)
-        self.profile = load_profile(device)
+        own = self.graph.meta.get("options", {})
+        manual = "schedule" in self.graph.meta and streams is None and policy is None
+        streams = streams if streams is not None else own.get("streams", 1)
+        if manual:
+            streams, policy = max(1, len(self.graph.meta["schedule"]["streams"])), "manual"
+        policy = policy if policy is not None else own.get("policy")
+        self.profile = load_profile(device if device is not None else own.get("device", "ascend910"))
         self.options = SessionOptions(_check_streams(streams, self.profile), policy,
                                       memory if memory_reuse else "none", fold, check_hazards)
         self._cache: dict[tuple, Compiled] = {}

@@ -34,6 +34,7 @@ class Schedule:
     stats: dict[str, int] = field(default_factory=dict)
     clock: dict[int, tuple[int, ...]] = field(default_factory=dict)
     pos: dict[int, int] = field(default_factory=dict)
+    priorities: list[int | None] = field(default_factory=list)   # per stream; None: the default
 
     def before(self, a: Task, b: Task) -> bool:
         """True when ``a`` surely ends before ``b`` starts (stream order or events)."""

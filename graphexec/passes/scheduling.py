@@ -16,13 +16,35 @@ AUTO_LIMITS = (1, 2, 4, 8)
 
 
 def _apply_labels(tasks: TaskGraph, stream_of: list[int]) -> list[int]:
-    """GE's AssignByLabelPass: tasks whose nodes share a stream_label share a stream."""
-    first: dict[str, int] = {}
+    """GE's AssignByLabelPass: each stream_label gets a stream of its own, shared by the
+    tasks that carry it; unlabelled tasks keep the policy's streams."""
+    base = max(stream_of, default=-1) + 1
+    label_stream: dict[str, int] = {}
     for t in tasks.tasks:
         label = t.node.meta.get("stream_label") if t.node is not None else None
         if label is not None:
-            stream_of[t.id] = first.setdefault(label, stream_of[t.id])
+            stream_of[t.id] = label_stream.setdefault(label, base + len(label_stream))
     return stream_of
+
+
+def manual(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+    """The streams of a hand-written schedule (a YAML graph's ``schedule:``), checked at load."""
+    stream_of = []
+    for t in tasks.tasks:
+        place = t.node.meta.get("schedule_stream") if t.node is not None else None
+        stream_of.append(int(place) if place is not None else 0)
+    return stream_of
+
+
+def _priorities(tasks: TaskGraph, schedule: Schedule) -> list[int | None]:
+    """Per stream, the most urgent priority its nodes ask for (None: the default)."""
+    prio: list[int | None] = [None] * len(schedule.streams)
+    for t in tasks.tasks:
+        p = t.node.meta.get("priority") if t.node is not None else None
+        if p is not None:
+            cur = prio[t.stream]
+            prio[t.stream] = int(p) if cur is None else min(cur, int(p))
+    return prio
 
 
 def _renumber(stream_of: list[int]) -> list[int]:
@@ -33,15 +55,17 @@ def _renumber(stream_of: list[int]) -> list[int]:
 
 def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: Any) -> Schedule:
     """Assign streams with ``policy`` under ``limit``, split long streams, insert events."""
-    if policy not in POLICIES:
+    policies = {**POLICIES, "manual": manual}
+    if policy not in policies:
         raise GraphExecError(f"unknown stream policy {policy!r}; known: {', '.join([*POLICIES, 'auto'])}")
-    stream_of = POLICIES[policy](tasks, limit, profile) if tasks.tasks else []
+    stream_of = policies[policy](tasks, limit, profile) if tasks.tasks else []
     stream_of = _renumber(physical_streams(_apply_labels(tasks, stream_of), tasks, profile.max_tasks_per_stream))
     n = max(stream_of, default=0) + 1
     if n > profile.max_streams:
         raise GraphExecError(f"the schedule needs {n} streams after splitting long streams; device "
                              f"{profile.name} allows {profile.max_streams}")
     schedule = insert_events(tasks, stream_of, policy)
+    schedule.priorities = _priorities(tasks, schedule)
     if schedule.num_event_ids > profile.max_events:
         raise GraphExecError(f"the schedule needs {schedule.num_event_ids} events at once; device "
                              f"{profile.name} allows {profile.max_events}")
@@ -67,6 +91,17 @@ def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str]
     return sched
 
 
+def mark_manual(graph: Any) -> None:
+    """Record each node's stream (and that stream's priority) from the graph's schedule."""
+    for i, stream in enumerate(graph.meta["schedule"]["streams"]):
+        names = {t["run"] for t in stream["tasks"] if "run" in t}
+        for node in graph.nodes:
+            if node.name in names:
+                node.meta["schedule_stream"] = i
+                if stream.get("priority") is not None:
+                    node.meta.setdefault("priority", stream["priority"])
+
+
 class StreamAssignment(Pass):
     """Chooses streams and events per the session's ``streams`` and ``policy``."""
 
@@ -77,6 +112,8 @@ class StreamAssignment(Pass):
         streams = opts.streams if opts is not None else 1
         policy = (opts.policy if opts is not None else None) or ("auto" if streams == "auto" else
                                                                    "single" if streams == 1 else "list")
+        if policy == "manual":
+            mark_manual(state.graph)
         if policy == "auto" or streams == "auto":
             limits = tuple(n for n in AUTO_LIMITS if n <= profile.max_streams) if streams == "auto" else (streams,)
             policies = [p for p in POLICIES if p != "single"] if policy == "auto" else [policy]

@@ -96,3 +96,31 @@ def test_auto_never_slower_than_one_stream():
     one = gx.Session(model).run(x).stats.makespan_us
     auto = gx.Session(model, streams="auto").run(x).stats.makespan_us
     assert auto <= one
+
+
+def test_each_stream_label_gets_its_own_stream():
+    model = random_dag(np.random.default_rng(2), 12)
+    graph = gx.load(model)
+    for i, node in enumerate(graph.nodes):
+        node.meta["stream_label"] = "a" if i % 2 else "b"
+    session = gx.Session(graph, streams=1)
+    session.compile(None)
+    streams = {t.node.meta["stream_label"]: set() for t in session.compiled.tasks.tasks}
+    for t in session.compiled.tasks.tasks:
+        streams[t.node.meta["stream_label"]].add(t.stream)
+    assert all(len(s) == 1 for s in streams.values()) and streams["a"] != streams["b"]
+
+
+def test_hand_written_schedule_and_options_are_honoured():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "models" / "article_streams.yaml"
+    session = gx.Session(gx.load(path))
+    compiled = session.compile(None)
+    sched = compiled.schedule
+    assert sched.policy == "manual" and len(sched.streams) == 2
+    names = [[t.name for t in s if t.kind.name == "KERNEL"] for s in sched.streams]
+    assert names[0] == ["pre_cast", "pre_center", "pre_scale", "pre_pool"]
+    assert [t.kind.name for t in sched.streams[1]].index("EVENT_WAIT") == 3  # after main_fc2, before post_proj
+    assert session.profile.name == "ascend910"
+    assert gx.Session(gx.load(path), streams=1).compile(None).schedule.policy == "single"
