@@ -88,7 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     graph = gx.load(args.model)
     feeds = _feeds_for(graph, args)
-    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
+    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
+                         launch=args.launch)
     with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
         bar.update(0, "compiling")
         session.compile(feeds)
@@ -166,7 +167,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from graphexec.profiling.console import Progress
 
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
-        cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device,
+        cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, launch=args.launch,
                          progress=lambda i, n, what: bar.update(i, what))
     if args.plot:
         from graphexec.profiling.plot import gantt
@@ -250,6 +251,9 @@ POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
 def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
     p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
+    p.add_argument("--launch", choices=["graph", "host"], default="graph",
+                   help="graph: the task list is loaded with the model (GE graph mode, default); "
+                        "host: every task is launched from the host at the profile's launch cost")
     p.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
     p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     if json_flag:
@@ -263,6 +267,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="an .onnx or .yaml/.yml graph")
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
     run.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
+    run.add_argument("--launch", choices=["graph", "host"], default="graph",
+                     help="graph: tasks loaded with the model (GE graph mode, default); host: one launch per task")
     run.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
     run.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
     run.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy")

@@ -62,7 +62,7 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), feeds: Mapping[str, Any] | None = None,
-            policy: str | None = None, device: str | None = None,
+            policy: str | None = None, device: str | None = None, launch: str = "graph",
             progress: Callable[[int, int, str], None] | None = None) -> Comparison:
     """Run ``graph`` once per stream count; speedups are against the first row.
 
@@ -77,7 +77,8 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), fee
     for i, n in enumerate(counts):
         if progress is not None:
             progress(i, len(counts), f"streams={n}")
-        session = Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy)
+        session = Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy,
+                          launch=launch)
         result = session.run(feeds)
         s = result.stats
         base = results[0].stats.makespan_us if results else s.makespan_us

@@ -45,7 +45,9 @@ class Compiled:
         self.memory_plan: MemoryPlan = state.memory_plan
         self.profile = profile
         self.compile_s = compile_s
-        self.device = Device(profile, check_hazards=bool(getattr(state.options, "check_hazards", False)))
+        opts = state.options
+        self.device = Device(profile, check_hazards=bool(getattr(opts, "check_hazards", False)),
+                             graph_mode=getattr(opts, "launch", "graph") == "graph")
         self.bases = self._allocate()
         self._upload_weights()
 

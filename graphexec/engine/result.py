@@ -125,4 +125,8 @@ def summarize(value: Any, n: int = 5) -> str:
     flat = value.reshape(-1)[:n]
     vals = ", ".join(f"{v:.6g}" if value.dtype.kind == "f" else str(v) for v in flat)
     more = ", ..." if value.size > n else ""
-    return f"{value.dtype.name}[{','.join(map(str, value.shape))}] [{vals}{more}]"
+    text = f"{value.dtype.name}[{','.join(map(str, value.shape))}] [{vals}{more}]"
+    if value.size > n and value.dtype.kind in "fiu":
+        with np.errstate(all="ignore"):
+            text += f" min {value.min():.6g} mean {value.mean():.6g} max {value.max():.6g}"
+    return text

@@ -33,6 +33,7 @@ class SessionOptions:
     memory: str = "reuse"
     fold: bool = True
     check_hazards: bool = False
+    launch: str = "graph"
     input_types: dict = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -51,13 +52,19 @@ class Session:
             tensors share, when that shrinks the pool; the cost in time is reported).
         memory_reuse: False is the same as memory="none".
         check_hazards: record byte ranges and report unsynchronized accesses.
+        launch: "graph" (GE's static-graph execution: the task list is loaded with the
+            model, a run pays no host launch cost per task) or "host" (every task is
+            launched from the host at the profile's launch cost, as single-op execution).
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
                  device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
-                 memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False) -> None:
+                 memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
+                 launch: str = "graph") -> None:
         if memory not in ("reuse", "none", "joint"):
             raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
+        if launch not in ("graph", "host"):
+            raise GraphExecError(f"launch must be 'graph' or 'host', not {launch!r}")
         self.graph = graph if isinstance(graph, Graph) else load(graph)
         own = self.graph.meta.get("options", {})
         manual = "schedule" in self.graph.meta and streams is None and policy is None
@@ -67,7 +74,7 @@ class Session:
         policy = policy if policy is not None else own.get("policy")
         self.profile = load_profile(device if device is not None else own.get("device", "ascend910"))
         self.options = SessionOptions(_check_streams(streams, self.profile), policy,
-                                      memory if memory_reuse else "none", fold, check_hazards)
+                                      memory if memory_reuse else "none", fold, check_hazards, launch)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
 

@@ -10,14 +10,15 @@ from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask
 
 
-def simulate_makespan(schedule: Schedule, profile: Any) -> float:
+def simulate_makespan(schedule: Schedule, profile: Any, graph_mode: bool = True) -> float:
     """Simulated device time of ``schedule`` on ``profile`` (no kernel is computed)."""
-    return simulate_times(schedule, profile)[0]
+    return simulate_times(schedule, profile, graph_mode)[0]
 
 
-def simulate_times(schedule: Schedule, profile: Any) -> tuple[float, dict[int, tuple[float, float]]]:
+def simulate_times(schedule: Schedule, profile: Any,
+                   graph_mode: bool = True) -> tuple[float, dict[int, tuple[float, float]]]:
     """Makespan and each kernel task's (start, end) in a timing-only run."""
-    dev = Device(profile)
+    dev = Device(profile, graph_mode=graph_mode)
     streams = {0: dev.default_stream}
     for i in range(1, len(schedule.streams)):
         streams[i] = dev.create_stream()

@@ -139,7 +139,7 @@ class MemoryPlanning(Pass):
             from graphexec.engine.simulate import simulate_times
 
             state.schedule, state.memory_plan, report = joint_plan(
-                state.tasks, state.schedule, plan, lambda sched: simulate_times(sched, state.profile))
+                state.tasks, state.schedule, plan, lambda sched: simulate_times(sched, state.profile, state.options.launch == "graph"))
             state.memory_plan.joint = report
         else:
             state.memory_plan = plan(state.schedule)

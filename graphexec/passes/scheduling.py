@@ -72,7 +72,8 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: Any) -> S
     return schedule
 
 
-def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: Any) -> Schedule:
+def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: Any,
+                  graph_mode: bool = True) -> Schedule:
     """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events."""
     from graphexec.engine.simulate import simulate_makespan
 
@@ -80,7 +81,7 @@ def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str]
     for limit in limits:
         for policy in (["single"] if limit == 1 else policies):
             sched = build_schedule(tasks, policy, limit, profile)
-            key = (round(simulate_makespan(sched, profile), 6), len(sched.streams), sched.num_events)
+            key = (round(simulate_makespan(sched, profile, graph_mode), 6), len(sched.streams), sched.num_events)
             log.debug("auto: %s x%d -> %s", policy, limit, key)
             if best_key is None or key < best_key:
                 best, best_key = (policy, limit), key
@@ -117,7 +118,8 @@ class StreamAssignment(Pass):
         if policy == "auto" or streams == "auto":
             limits = tuple(n for n in AUTO_LIMITS if n <= profile.max_streams) if streams == "auto" else (streams,)
             policies = [p for p in POLICIES if p != "single"] if policy == "auto" else [policy]
-            state.schedule = auto_schedule(state.tasks, limits, policies, profile)
+            state.schedule = auto_schedule(state.tasks, limits, policies, profile,
+                                           getattr(opts, "launch", "graph") == "graph")
         else:
             state.schedule = build_schedule(state.tasks, policy, streams, profile)
         return PassResult(state, True)

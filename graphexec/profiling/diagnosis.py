@@ -56,14 +56,15 @@ def what_if(compiled: Any) -> tuple[float, float, int]:
     from graphexec.passes.streams import POLICIES
 
     tasks, profile = compiled.tasks, compiled.profile
-    base = simulate_makespan(compiled.schedule, profile)
+    graph_mode = compiled.device.graph_mode
+    base = simulate_makespan(compiled.schedule, profile, graph_mode)
     best, best_n = base, len(compiled.schedule.streams)
     saved = [t.stream for t in tasks.tasks]
     try:
         for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
             for policy in (p for p in POLICIES if p != "single"):
                 sched = build_schedule(tasks, policy, n, profile)
-                span = simulate_makespan(sched, profile)
+                span = simulate_makespan(sched, profile, graph_mode)
                 if span < best * (1 - 1e-9):
                     best, best_n = span, len(sched.streams)
     finally:
