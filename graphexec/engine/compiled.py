@@ -85,7 +85,7 @@ class Compiled:
             outputs = {name: self._fetch(ctx, name) for name in self.graph.outputs}
         finally:
             for ptr in ctx.temp_segments:
-                dev.memory.free(ptr)
+                dev.allocator.free(ptr)
         stats = make_stats(self, dev)
         if dev.checker is not None:
             stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]

@@ -59,7 +59,7 @@ class ExecContext:
             return const
         raise KernelError(f"value {name!r} was read before any task wrote it")
 
-    def write(self, name: str, value: Any) -> None:
+    def write(self, name: str, value: Any, stream: Any = None) -> None:
         """Store a kernel output where the plan put it, or in a new allocation."""
         if not isinstance(value, np.ndarray) or value.dtype == object:
             self.host[name] = value
@@ -75,7 +75,8 @@ class ExecContext:
         if loc is not None and loc.shape == value.shape and loc.dtype == value.dtype:
             self.device.view(loc.ptr, loc.dtype, loc.shape)[...] = value
             return
-        ptr = self.device.memory.alloc(value.nbytes, tag=name)
+        # sized only now: the caching allocator serves it, from the writing stream's pool
+        ptr = self.device.allocator.malloc(max(1, value.nbytes), stream or self.device.default_stream)
         self.temp_segments.append(ptr)
         self.dynamic[name] = Location(ptr, value.dtype, value.shape)
         self.device.view(ptr, value.dtype, value.shape)[...] = value
@@ -89,7 +90,7 @@ def _kernel(ctx: ExecContext, task: Task) -> None:
 
     def end(outputs: dict[str, Any]) -> None:
         for name, value in outputs.items():
-            ctx.write(name, value)
+            ctx.write(name, value, stream)
 
     stream = ctx.streams[task.stream]
     meta = {"task": task}

@@ -90,6 +90,32 @@ def free(ptr: int) -> None:
 
 
 @api
+def malloc_cached(size: int, stream: Stream | None = None) -> int:
+    """From the device's caching allocator, for use on ``stream`` (default: the context's).
+
+    Unlike aclrtMalloc, freed blocks stay reserved and are handed out again; a block
+    that kernels on other streams used is reused only after events show they are done.
+    """
+    dev, s = STATE.stream(stream)
+    if not _is_dev(size) or size <= 0:
+        raise invalid_param(f"malloc_cached size must be an int > 0, got {size!r}")
+    return dev.allocator.malloc(int(size), s)
+
+
+@api
+def free_cached(ptr: int) -> None:
+    """Give a block back to the caching allocator; no wait for the device."""
+    STATE.device_of_ptr(ptr).allocator.free(int(ptr))
+
+
+@api
+def memory_stats(device_id: int | None = None) -> Any:
+    """The caching allocator's hits, misses, reserved and in-use bytes, fragmentation."""
+    ctx = STATE.context()
+    return STATE.entry_of(ctx.device_id if device_id is None else device_id).device.allocator.stats()
+
+
+@api
 def malloc_host(size: int) -> np.ndarray:
     """aclrtMallocHost: a pinned host buffer, as a zeroed uint8 numpy array."""
     STATE.require_init()

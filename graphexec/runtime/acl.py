@@ -24,7 +24,8 @@ from graphexec.errors import AclError
 from graphexec.runtime import codes
 from graphexec.runtime._acl_launch import Tensor, launch_callback, launch_kernel, tensor
 from graphexec.runtime._acl_memory import (
-    free, free_host, get_mem_info, malloc, malloc_host, memcpy, memcpy_async, memset, memset_async,
+    free, free_cached, free_host, get_mem_info, malloc, malloc_cached, malloc_host, memcpy, memcpy_async,
+    memory_stats, memset, memset_async,
 )
 from graphexec.runtime._acl_state import STATE, Context, api
 from graphexec.runtime.codes import (
@@ -43,7 +44,8 @@ __all__ = [
     "set_device", "reset_device", "get_device", "create_context", "destroy_context", "set_current_context",
     "get_current_context", "create_stream", "destroy_stream", "create_event", "destroy_event", "record_event",
     "stream_wait_event", "reset_event", "query_event", "synchronize_event", "event_elapsed_time",
-    "synchronize_stream", "synchronize_device", "malloc", "free", "malloc_host", "free_host", "memcpy",
+    "synchronize_stream", "synchronize_device", "malloc", "free", "malloc_cached", "free_cached", "memory_stats",
+    "malloc_host", "free_host", "memcpy",
     "memcpy_async", "memset", "memset_async", "get_mem_info", "launch_kernel", "launch_callback", "view",
     "emulated_device", "hazards",
     # the ACL enums

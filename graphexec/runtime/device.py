@@ -14,6 +14,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from graphexec.runtime.caching import CachingAllocator
 from graphexec.runtime.codes import (
     RT_NO_EVENT_RESOURCE,
     RT_NO_STREAM_RESOURCE,
@@ -54,9 +55,17 @@ class Device:
         self.id = device_id
         self.check_hazards = check_hazards
         self.graph_mode = graph_mode
+        self._allocator: CachingAllocator | None = None
         self.memory = DeviceMemory(self.profile.hbm_capacity_bytes, device_id)
         self._capacity = min(self.profile.queue_depth, self.profile.max_tasks_per_stream)
         self.reset_run()
+
+    @property
+    def allocator(self) -> CachingAllocator:
+        """The caching allocator for tensors sized at run time (created on first use)."""
+        if self._allocator is None:
+            self._allocator = CachingAllocator(self)
+        return self._allocator
 
     def reset_run(self) -> None:
         """Start a fresh simulated clock (memory stays): each run is timed from zero."""
@@ -126,6 +135,9 @@ class Device:
         if self.checker is not None:
             self.checker.on_launch(task)
         self.launches.append(HostLaunch(task, start, end))
+        if self._allocator is not None and self._allocator.live:
+            for ptr, _, _ in (*task.reads, *task.writes):
+                self._allocator.note_use(ptr, s)
         return task
 
     def _model_execute(self) -> tuple[float, float]:

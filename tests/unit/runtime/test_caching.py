@@ -1,0 +1,76 @@
+"""The caching allocator: rounding, hits, split and coalesce, stream safety, engine use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import graphexec as gx
+from graphexec.runtime.caching import request_size
+
+
+def test_rounding_hits_and_misses(rt):
+    p = rt.malloc_cached(1000)
+    rt.free_cached(p)
+    q = rt.malloc_cached(900)
+    assert q == p and request_size(1000) == 1056
+    s = rt.memory_stats()
+    assert (s.hits, s.misses) == (1, 1) and s.reserved_bytes == 2 * 1024 * 1024
+    assert s.in_use_bytes == request_size(900)
+
+
+def test_split_coalesce_and_empty_cache(rt):
+    a, b, c = rt.malloc_cached(4000), rt.malloc_cached(4000), rt.malloc_cached(4000)
+    assert b == a + request_size(4000) and c == b + request_size(4000)
+    rt.free_cached(b)
+    assert 0 < rt.memory_stats().fragmentation < 1   # a hole between a and c
+    rt.free_cached(a)
+    rt.free_cached(c)
+    s = rt.memory_stats()
+    assert s.in_use_bytes == 0 and s.fragmentation == 0.0
+    rt.emulated_device().allocator.empty_cache()
+    assert rt.memory_stats().reserved_bytes == 0
+
+
+def test_block_used_on_another_stream_waits_for_its_event(rt):
+    s1, s2 = rt.create_stream(), rt.create_stream()
+    p = rt.malloc_cached(4096, s1)
+    rt.launch_kernel(lambda ptr: None, 1, s2, p, flops=1e9, reads=[(p, 4096)], writes=[])
+    rt.free_cached(p)
+    q = rt.malloc_cached(4096, s1)
+    assert q != p                      # s2's kernel may still read p
+    rt.synchronize_device()
+    r = rt.malloc_cached(4096, s1)
+    assert r == p                      # the event completed: p is reusable
+    assert (rt.memory_stats().hits, rt.memory_stats().misses) == (2, 1)  # q came from the same segment
+
+
+def test_same_stream_reuse_needs_no_event(rt):
+    s1 = rt.create_stream()
+    p = rt.malloc_cached(4096, s1)
+    rt.launch_kernel(lambda ptr: None, 1, s1, p, flops=1e9, reads=[(p, 4096)], writes=[])
+    rt.free_cached(p)
+    assert rt.malloc_cached(4096, s1) == p   # stream order already protects it
+
+
+def test_double_free_is_an_error(rt):
+    p = rt.malloc_cached(64)
+    rt.free_cached(p)
+    with pytest.raises(rt.AclError) as e:
+        rt.free_cached(p)
+    assert e.value.code == 107017
+
+
+def test_engine_dynamic_tensors_come_from_the_cache():
+    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Cast", ["nz"], ["y"], to=1)],
+                          "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    session = gx.Session(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    x = np.eye(4, dtype=np.float32)
+    first = session.run({"x": x})
+    second = session.run({"x": x})
+    np.testing.assert_array_equal(second.outputs["y"], np.nonzero(x))
+    assert first.outputs["y"].tobytes() == second.outputs["y"].tobytes()
+    stats = session.compiled.device.allocator.stats()
+    assert stats.hits >= 1 and stats.in_use_bytes == 0
