@@ -9,27 +9,7 @@ import pytest
 
 from graphexec.runtime import acl
 
-MB = 1024 * 1024
-
-
-def _scale(src: int, dst: int, n: int, k: float) -> None:
-    acl.view(dst, np.float32, (n,))[...] = acl.view(src, np.float32, (n,)) * k
-
-
-def _upload(arr: np.ndarray) -> int:
-    ptr = acl.malloc(arr.nbytes)
-    acl.memcpy(ptr, arr.nbytes, arr, arr.nbytes, acl.MEMCPY_HOST_TO_DEVICE)
-    return ptr
-
-
-def _download(ptr: int, n: int) -> np.ndarray:
-    out = np.empty(n, np.float32)
-    acl.memcpy(out, out.nbytes, ptr, out.nbytes, acl.MEMCPY_DEVICE_TO_HOST)
-    return out
-
-
-def _kernels(stream_id: int) -> list:
-    return [t for t in acl.emulated_device().sim.finished if t.kind == "kernel" and t.stream.id == stream_id]
+from acl_helpers import MB, download as _download, kernels as _kernels, scale as _scale, upload as _upload
 
 
 # ---- devices, contexts, threads -------------------------------------------------------

@@ -10,28 +10,8 @@ import numpy as np
 from graphexec.runtime import acl
 from graphexec.runtime._acl_state import STATE
 
-MB = 1024 * 1024
+from acl_helpers import MB, download as _download, kernels as _kernels, scale as _scale, upload as _upload
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _scale(src: int, dst: int, n: int, k: float) -> None:
-    acl.view(dst, np.float32, (n,))[...] = acl.view(src, np.float32, (n,)) * k
-
-
-def _upload(arr: np.ndarray) -> int:
-    ptr = acl.malloc(arr.nbytes)
-    acl.memcpy(ptr, arr.nbytes, arr, arr.nbytes, acl.MEMCPY_HOST_TO_DEVICE)
-    return ptr
-
-
-def _download(ptr: int, n: int) -> np.ndarray:
-    out = np.empty(n, np.float32)
-    acl.memcpy(out, out.nbytes, ptr, out.nbytes, acl.MEMCPY_DEVICE_TO_HOST)
-    return out
-
-
-def _kernels(stream_id: int) -> list:
-    return [t for t in acl.emulated_device().sim.finished if t.kind == "kernel" and t.stream.id == stream_id]
 
 
 def test_article_context_on_device_0(fresh):
