@@ -30,7 +30,13 @@ class Location:
 
 @dataclass
 class ExecContext:
-    """What the task handlers share during one run."""
+    """What the task handlers share during one run.
+
+    ``views`` caches the device-memory view of each planned value (and constants): the
+    pool does not move between runs, so a compiled plan keeps them across runs. A value
+    that gets a run-time allocation switches the run to a private cache.
+    ``direct`` holds the ids of the tasks that may compute into their output views.
+    """
 
     device: Device
     graph: Graph
@@ -41,21 +47,33 @@ class ExecContext:
     streams: dict[int, Any] = field(default_factory=dict)
     events: dict[int, Any] = field(default_factory=dict)
     temp_segments: list[int] = field(default_factory=list)
+    views: dict[str, Any] = field(default_factory=dict)
+    direct: set[int] = field(default_factory=set)
+    tape: list[int] | None = None   # when a list: kernel i appends i at its start, ~i at its end
+    calls: list["KernelCall"] = field(default_factory=list)
 
     def read(self, name: str) -> Any:
         """The current value of ``name``: a view of device memory or a host object."""
+        v = self.views.get(name)
+        return v if v is not None else self._read(name)
+
+    def _read(self, name: str) -> Any:
         root, off = self.tasks.locate(name)
         loc = self.dynamic.get(root) or self.where.get(root)
         if loc is not None:  # an alias presents its part of the root's bytes in its own shape
             if root == name:
-                return self.device.view(loc.ptr, loc.dtype, loc.shape)
-            t = self.graph.values[name].type
-            return self.device.view(loc.ptr + off, t.dtype, tuple(t.shape))
+                v = self.device.view(loc.ptr, loc.dtype, loc.shape)
+            else:
+                t = self.graph.values[name].type
+                v = self.device.view(loc.ptr + off, t.dtype, tuple(t.shape))
+            self.views[name] = v
+            return v
         name = root
         if name in self.host:
             return self.host[name]
         const = self.graph.values[name].const
         if const is not None:
+            self.views[name] = const
             return const
         raise KernelError(f"value {name!r} was read before any task wrote it")
 
@@ -63,6 +81,12 @@ class ExecContext:
         """Store a kernel output where the plan put it, or in a new allocation."""
         if not isinstance(value, np.ndarray) or value.dtype == object:
             self.host[name] = value
+            return
+        view = self.views.get(name)
+        if view is value:   # computed in place (``direct``): the bytes are already there
+            return
+        if view is not None and view.shape == value.shape and view.dtype == value.dtype:
+            view[...] = value
             return
         root, off = self.tasks.locate(name)
         if root != name:  # a slice of a no-task Concat: it must be exactly as planned
@@ -79,26 +103,51 @@ class ExecContext:
         ptr = self.device.allocator.malloc(max(1, value.nbytes), stream or self.device.default_stream)
         self.temp_segments.append(ptr)
         self.dynamic[name] = Location(ptr, value.dtype, value.shape)
+        self.views = {}   # cached views may now be stale for this run; the shared cache is left alone
         self.device.view(ptr, value.dtype, value.shape)[...] = value
 
 
-def _kernel(ctx: ExecContext, task: Task) -> None:
-    runner = task.runner
+class KernelCall:
+    """The start and end of one launched kernel: read and compute, then store.
 
-    def start() -> dict[str, Any]:
-        return runner({n: ctx.read(n) for n in task.node.all_inputs})
+    A task in ``ctx.direct`` computes into its output's view (see ``engine/direct.py``).
+    """
 
-    def end(outputs: dict[str, Any]) -> None:
+    __slots__ = ("ctx", "task", "out", "index")
+
+    def __init__(self, ctx: ExecContext, task: Task, index: int) -> None:
+        self.ctx, self.task, self.index = ctx, task, index
+        self.out = task.writes[0] if task.id in ctx.direct and len(task.writes) == 1 else None
+
+    def compute(self) -> dict[str, Any]:
+        read = self.ctx.read
+        values = {n: read(n) for n in self.task.reads}
+        return self.task.runner(values, read(self.out) if self.out is not None else None)
+
+    def store(self, outputs: dict[str, Any]) -> None:
+        write, stream = self.ctx.write, self.ctx.streams[self.task.stream]
         for name, value in outputs.items():
-            ctx.write(name, value, stream)
+            write(name, value, stream)
 
-    stream = ctx.streams[task.stream]
-    meta = {"task": task}
+    def start(self) -> dict[str, Any]:
+        if self.ctx.tape is not None:
+            self.ctx.tape.append(self.index)
+        return self.compute()
+
+    def end(self, outputs: dict[str, Any]) -> None:
+        if self.ctx.tape is not None:
+            self.ctx.tape.append(~self.index)
+        self.store(outputs)
+
+
+def _kernel(ctx: ExecContext, task: Task) -> None:
+    call = KernelCall(ctx, task, len(ctx.calls))
+    ctx.calls.append(call)
     checked = ctx.device.checker is not None
-    ctx.device.launch(DeviceTask("kernel", stream, task.name, unit=task.unit, block_dim=task.block_dim,
-                                 flops=task.flops, bytes=task.bytes, dtype=task.dtype, start_fn=start,
-                                 end_fn=end, meta=meta, reads=_ranges(ctx, task.reads) if checked else (),
-                                 writes=_ranges(ctx, task.writes) if checked else ()))
+    ctx.device.launch(DeviceTask("kernel", ctx.streams[task.stream], task.name, task.unit, task.block_dim,
+                                 task.flops, task.bytes, task.dtype, "d2d", None, call.start, call.end,
+                                 {"task": task}, _ranges(ctx, task.reads) if checked else (),
+                                 _ranges(ctx, task.writes) if checked else ()))
 
 
 def _ranges(ctx: ExecContext, names: list[str]) -> list[tuple[int, int, str]]:
@@ -135,6 +184,16 @@ def place(ctx: ExecContext, plan: MemoryPlan, bases: dict[str, int]) -> None:
     for e in plan.entries:
         t = ctx.graph.values[e.tensor].type
         ctx.where[e.tensor] = Location(bases[e.region] + e.offset, t.dtype, tuple(t.shape))
+
+
+def prime_views(ctx: ExecContext) -> None:
+    """Cache the view of every value that lives in planned bytes (roots and their aliases)."""
+    for name in ctx.tasks.alias:
+        root, _ = ctx.tasks.locate(name)
+        if root in ctx.where and ctx.graph.values[name].type.is_static:
+            ctx._read(name)
+    for name in ctx.where:
+        ctx._read(name)
 
 
 def launch_all(ctx: ExecContext, order: list[Task]) -> None:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphexec.engine.bounds import lower_bound_us
 from graphexec.engine.metrics import executed_live_peak, utilization
 from graphexec.profiling.counters import run_metrics
 
@@ -72,9 +71,19 @@ class Result:
 
     outputs: dict[str, Any]
     stats: Stats
-    trace: dict[str, Any]
     run: "RunRecord | None" = field(default=None, repr=False, compare=False)
+    _trace: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _diagnosis: "Diagnosis | None" = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def trace(self) -> dict[str, Any]:
+        """The Chrome trace of the run; built on first use (it costs more than the run's
+        bookkeeping, and most runs only want outputs)."""
+        if self._trace is None:
+            from graphexec.profiling.trace import record_trace
+
+            self._trace = record_trace(self.run) if self.run is not None else {"traceEvents": []}
+        return self._trace
 
     def write_profile(self, folder: str | Path) -> list[Path]:
         """Write timeline.json, op_summary.csv and op_statistic.csv into ``folder``."""
@@ -101,7 +110,7 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
     done = [t for t in dev.sim.finished if t.start_t is not None]
     work = [t for t in done if t.kind in ("kernel", "memcpy")]
     makespan = (max(t.end_t for t in work) - min(t.start_t for t in work)) if work else 0.0
-    lb, cp = lower_bound_us(compiled.tasks, compiled.profile)
+    lb, cp = compiled.bounds
     plan, sched = compiled.memory_plan, compiled.schedule
     kernels = compiled.tasks.tasks
     sizes = {e.tensor: e.size for e in plan.entries if e.region == "activation"}

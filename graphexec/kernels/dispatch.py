@@ -24,7 +24,12 @@ class NodeRunner:
 
     def __init__(self, node: Node, graph: Graph) -> None:
         self.node = node
-        self.fn = registry.lookup(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
+        kdef = registry.lookup_def(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
+        self.fn = None if kdef is None else kdef.fn
+        # only a single-output kernel that declares ``out=`` gets the output's device bytes
+        named = [o for o in node.outputs if o]
+        self._single = named[0] if len(node.outputs) == 1 and named else None   # the common one-output case
+        self.takes_out = kdef is not None and kdef.out and len(named) == 1
         self.ctx = OpContext(node.op, node.attrs, graph.opsets.get(node.domain or "", 1),
                              len(node.outputs), node.name)
         if self.fn is None and not is_known(node, graph):
@@ -39,17 +44,25 @@ class NodeRunner:
             self._fallback = Fallback(self.node, self._graph)
         return self._fallback
 
-    def __call__(self, values: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, values: dict[str, Any], out: Any = None) -> dict[str, Any]:
+        """The node's outputs by name; ``out``, when given, is the view of its one output
+        that the kernel may compute into (it then returns that very array)."""
         node = self.node
         if self.fn is not None and not self.uses_fallback:
             args = [values[n] if n else None for n in node.inputs]
             try:
-                outs = as_outputs(self.fn(self.ctx, *args))
+                if out is not None and self.takes_out:
+                    res = self.fn(self.ctx, *args, out=out)
+                else:
+                    res = self.fn(self.ctx, *args)
+                if type(res) is np.ndarray and self._single is not None:
+                    return {self._single: res}
+                outs = as_outputs(res)
                 # a 0-d result may come back as a numpy scalar: keep it an array
                 return {o: np.asarray(v) if isinstance(v, np.generic) else v for o, v in zip(node.outputs, outs) if o}
             except Unsupported:
                 self.uses_fallback = True  # this case is the reference's, now and on later runs
-            except (ValueError, TypeError, IndexError, FloatingPointError) as e:
+            except (ValueError, TypeError, IndexError, FloatingPointError, MemoryError) as e:
                 shapes = ", ".join(f"{np.shape(a)}" for a in args if a is not None)
                 raise KernelError(f"node {node}: kernel {node.op} failed on inputs {shapes}: {e}") from None
         try:

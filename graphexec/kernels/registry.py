@@ -5,6 +5,10 @@ A kernel is registered with ``@register("Relu")`` and called as
 ``inputs`` are numpy arrays (``None`` for an omitted optional input). It returns one
 array or a tuple of arrays, one per node output.
 
+A kernel registered with ``out=True`` also takes ``out=``: an array of the output's
+planned shape and dtype (device memory it may compute into, or None). It returns
+``out`` when it used it, or a new array when it did not (a shape it did not expect).
+
 A kernel that meets a case it does not handle (an exotic attribute, an old opset)
 raises :class:`Unsupported`; the executor then runs the node through onnx's
 reference implementation instead, so coverage never depends on our own kernels.
@@ -63,12 +67,14 @@ class KernelDef:
     fn: KernelFn
     since: int = 1
     until: int = 10_000
+    out: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
 
 
-def register(op: str, domain: str = "", since: int = 1, until: int = 10_000) -> Callable[[KernelFn], KernelFn]:
+def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
+             out: bool = False) -> Callable[[KernelFn], KernelFn]:
     """Decorator: register ``fn`` as the kernel of ``op`` for opsets ``since..until``.
 
     Example:
@@ -80,7 +86,7 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000) -> 
     def wrap(fn: KernelFn) -> KernelFn:
         defs = _REGISTRY.setdefault((domain, op), [])
         defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
-        defs.append(KernelDef(op, domain, fn, since, until))
+        defs.append(KernelDef(op, domain, fn, since, until, out))
         return fn
 
     return wrap
@@ -88,12 +94,23 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000) -> 
 
 def lookup(op: str, domain: str = "", opset: int = 10_000) -> KernelFn | None:
     """The kernel registered for ``op`` at ``opset``, or None."""
+    d = lookup_def(op, domain, opset)
+    return None if d is None else d.fn
+
+
+def lookup_def(op: str, domain: str = "", opset: int = 10_000) -> KernelDef | None:
+    """The registration serving ``op`` at ``opset`` (function and whether it takes ``out=``)."""
     if domain == "ai.onnx":
         domain = ""
     for d in _REGISTRY.get((domain, op), ()):
         if d.since <= opset <= d.until:
-            return d.fn
+            return d
     return None
+
+
+def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> bool:
+    """Whether a kernel may compute a result of ``shape`` and ``dtype`` into ``out``."""
+    return out is not None and out.shape == shape and out.dtype == dtype
 
 
 def registered_ops() -> list[tuple[str, str]]:

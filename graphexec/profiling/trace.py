@@ -6,6 +6,7 @@ flow arrows go from each launch to the task it enqueued.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 HOST_PID, DEVICE_PID = 0, 1
@@ -63,6 +64,13 @@ def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
                            "ts": (t.start_t + t.end_t) / 2, "pid": DEVICE_PID, "tid": t.stream.id})
     events += _counters(dev)
     return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def record_trace(record: Any) -> dict[str, Any]:
+    """The trace of a finished run from its RunRecord (the device has moved on since)."""
+    dev = SimpleNamespace(sim=record.sim, launches=record.launches,
+                          graph_mode=record.compiled.device.graph_mode)
+    return chrome_trace(dev, record.compiled.graph.name)
 
 
 def _counters(dev: Any) -> list[dict[str, Any]]:

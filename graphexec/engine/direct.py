@@ -1,0 +1,69 @@
+"""Which kernel tasks may compute straight into their output bytes.
+
+A kernel reads its inputs when it starts and writes its outputs when it ends, so the
+numbers follow simulated time. Computing into the output's device bytes at the start
+instead (numpy's ``out=``) saves a scratch array and a copy, and nobody can tell the
+difference as long as no task reads those bytes between the start and the end. Other
+tensors that share the bytes are already ordered by the memory plan (one's last use
+happens before the other's first write), so what is left to check is the readers of
+the same bytes: every one of them must be ordered after the task by the schedule
+(stream order or events). A schedule that misses an event keeps the scratch path, and
+with it the wrong answer a real device would give.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.passes.events import Schedule
+from graphexec.passes.tasks import TaskGraph
+
+Interval = tuple[int, float, Any]   # (begin, end, reading task) in bytes of a root
+
+
+def _extent(graph: Any, tasks: TaskGraph, name: str) -> tuple[str, int, float]:
+    """(root, first byte, end byte) of ``name``; an unknown size reaches to the root's end."""
+    root, off = tasks.locate(name)
+    t = graph.values[name].type
+    size = float(t.nbytes) if t.is_static else float("inf")
+    return root, off, off + size
+
+
+def _readers(graph: Any, tasks: TaskGraph) -> dict[str, list[Interval]]:
+    """Per root, the byte ranges each kernel task reads."""
+    out: dict[str, list[Interval]] = {}
+    for t in tasks.tasks:
+        for name in t.reads:
+            if name:
+                root, lo, hi = _extent(graph, tasks, name)
+                out.setdefault(root, []).append((lo, hi, t))
+    return out
+
+
+def plannable(graph: Any, name: str, where: dict[str, Any]) -> bool:
+    """A static, typed output whose bytes the plan placed (so its view exists before the run)."""
+    t = graph.values[name].type
+    return t.is_static and t.dtype is not None and np.dtype(t.dtype).kind in "biufc"
+
+
+def direct_tasks(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any]) -> set[int]:
+    """Ids of the kernel tasks whose outputs may be computed into their planned views."""
+    readers = _readers(graph, tasks)
+    ok: set[int] = set()
+    for t in tasks.tasks:
+        if t.writes and all(_safe(graph, tasks, schedule, where, readers, t, o) for o in t.writes):
+            ok.add(t.id)
+    return ok
+
+
+def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any],
+          readers: dict[str, list[Interval]], task: Any, name: str) -> bool:
+    root, lo, hi = _extent(graph, tasks, name)
+    if root not in where or not plannable(graph, name, where):
+        return False
+    for r_lo, r_hi, reader in readers.get(root, ()):
+        if r_lo < hi and lo < r_hi and (reader is task or not schedule.before(task, reader)):
+            return False
+    return True
