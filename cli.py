@@ -87,9 +87,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from graphexec.profiling.console import Progress
 
     graph = gx.load(args.model)
-    feeds = _feeds_for(graph, args)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
                          launch=args.launch)
+    feeds = _feeds_for(graph, args, session.profile)
     with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
         bar.update(0, "compiling")
         session.compile(feeds)
@@ -145,11 +145,12 @@ def _print_profile(result: gx.Result) -> None:
         print("\n".join(diagnosis_lines(result.diagnosis)))
 
 
-def _feeds_for(graph: gx.Graph, args: argparse.Namespace) -> dict[str, Any]:
+def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:
     feeds = _inputs(args.input)
-    if all(n in feeds for n in graph.inputs):
+    shapes = _shapes(args.shape)
+    if all(n in feeds for n in graph.inputs) and not shapes:
         return feeds
-    defaults = gx.default_feeds(graph, _shapes(args.shape))
+    defaults = gx.default_feeds(graph, shapes, device=profile)
     return {n: feeds.get(n, defaults[n]) for n in graph.inputs} | feeds
 
 
@@ -162,8 +163,8 @@ def _stream_list(text: str) -> list[int | str]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     graph = gx.load(args.model)
-    feeds = _feeds_for(graph, args)
     counts = _stream_list(args.streams)
+    feeds = _feeds_for(graph, args, gx.Session(graph, streams=1, device=args.device).profile)
     from graphexec.profiling.console import Progress
 
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
@@ -187,7 +188,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     graph = gx.load(args.model)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
-    compiled = session.compile(_feeds_for(graph, args))
+    compiled = session.compile(_feeds_for(graph, args, session.profile))
     print(schedule_text(compiled, args.limit))
     print(memory_text(compiled.memory_plan, args.limit))
     return 0

@@ -16,6 +16,7 @@ from graphexec.engine.replay import Tape, kernel_tasks, replay
 from graphexec.engine.result import Result, make_stats
 from graphexec.errors import OutOfMemoryError
 from graphexec.passes.base import CompileState, PassManager
+from graphexec.passes.limits import SizeCheck
 from graphexec.passes.lowering import Lowering
 from graphexec.passes.memory import MemoryPlan, MemoryPlanning
 from graphexec.passes.shapes import ShapeInference
@@ -28,7 +29,7 @@ REGIONS = ("weight", "io", "activation")
 
 
 def default_passes() -> PassManager:
-    return PassManager([ShapeInference(), Lowering(), StreamAssignment(), MemoryPlanning()])
+    return PassManager([ShapeInference(), SizeCheck(), Lowering(), StreamAssignment(), MemoryPlanning()])
 
 
 def compile_graph(graph: Any, options: Any, profile: DeviceProfile) -> "Compiled":

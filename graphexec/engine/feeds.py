@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import numpy as np
 
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
+from graphexec.passes.limits import INT64_MAX, check_fits
+from graphexec.runtime.profiles import DeviceProfile
 
 
 def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, TensorType]:
@@ -63,13 +66,19 @@ def signature(types: Mapping[str, TensorType]) -> tuple:
     return tuple(sorted((n, str(t.dtype), t.shape, t.kind) for n, t in types.items()))
 
 
-def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = None,
+                  device: DeviceProfile | None = None) -> dict[str, np.ndarray]:
     """Deterministic inputs from the declared shapes; a symbolic dim not in ``shapes`` is 1.
 
     Floats are ``arange(n) / n`` reshaped (the light models' convention), integers
-    count modulo 10, booleans alternate.
+    count modulo 10, booleans alternate. With ``device``, an input it cannot hold is an
+    OutOfMemoryError before anything is allocated.
     """
     shapes = dict(shapes or {})
+    unknown = [n for n in shapes if n not in graph.inputs]
+    if unknown:
+        raise FeedError(f"a shape is given for {unknown[0]!r}, which is not an input of the graph; "
+                        f"inputs are: {', '.join(graph.inputs)}")
     feeds = {}
     for name in graph.inputs:
         t = graph.values[name].type
@@ -77,15 +86,27 @@ def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = N
         if t.kind != "tensor" or t.dtype is None or shape is None:
             raise FeedError(f"input {name!r} has no declared type and shape; give one with --shape or --input")
         shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
-        n = int(np.prod(shape, dtype=np.int64))
-        base = np.arange(n, dtype=np.float64)
-        if t.dtype.kind == "f":
-            arr = (base / max(n, 1)).astype(t.dtype)
-        elif t.dtype.kind == "b":
-            arr = (base % 2).astype(bool)
-        elif t.dtype.kind in "iu":
-            arr = (base % 10).astype(t.dtype)
-        else:
+        if t.dtype.kind not in "fbiu":
             raise FeedError(f"input {name!r} has dtype {t.dtype}; give it with --input")
-        feeds[name] = arr.reshape(shape)
+        _check_size(name, TensorType(t.dtype, shape), device)
+        feeds[name] = _deterministic(t.dtype, shape)
     return feeds
+
+
+def _check_size(name: str, t: TensorType, device: DeviceProfile | None) -> None:
+    if device is not None:
+        check_fits(f"input {name!r}", t, device)
+    elif t.nbytes > INT64_MAX:
+        raise FeedError(f"input {name!r} {t} needs {t.nbytes} bytes, more than int64 can count")
+
+
+def _deterministic(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    n = math.prod(shape)
+    base = np.arange(n, dtype=np.float64)
+    if dtype.kind == "f":
+        arr = (base / max(n, 1)).astype(dtype)
+    elif dtype.kind == "b":
+        arr = (base % 2).astype(bool)
+    else:
+        arr = (base % 10).astype(dtype)
+    return arr.reshape(shape)

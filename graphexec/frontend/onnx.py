@@ -17,6 +17,8 @@ from onnx import numpy_helper
 
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
+from graphexec.frontend.onnx_checks import (check_depth, check_dims, check_no_external_data, load_external_data,
+                                            parse_failure)
 from graphexec.frontend.onnx_meta import read_meta
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 
@@ -32,10 +34,7 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     if not data:
         raise ModelLoadError(f"{p}: the file is empty")
     model = parse_model(data, str(p))
-    try:
-        onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{p}: cannot load external data: {e}") from None
+    load_external_data(model, p.parent, str(p))
     return model
 
 
@@ -45,7 +44,7 @@ def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise ModelLoadError(f"{where}: not a valid ONNX file (protobuf parse failed: {e})") from None
+        raise parse_failure(where, e) from None
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError(f"{where}: not an ONNX model (no graph or no ir_version)")
     return model
@@ -109,11 +108,12 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
 
 def node_from_proto(i: int, n: onnx.NodeProto) -> Node:
     """The IR node of a NodeProto (the i-th of its graph, for a default name)."""
+    name = n.name or f"{n.op_type}_{i}"
+    check_depth(n, name)
     implicit: set[str] = set()
     for a in n.attribute:
         for sub in _graphs_of(a):
             implicit |= _subgraph_free_names(sub)
-    name = n.name or f"{n.op_type}_{i}"
     return Node(name, n.op_type, list(n.input), list(n.output), decode_attrs(n),
                 "" if n.domain == "ai.onnx" else n.domain, sorted(implicit - set(n.input)), n)
 
@@ -131,6 +131,9 @@ def check_opsets(model: onnx.ModelProto, where: str) -> dict[str, int]:
 def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
     """Build the IR from a ModelProto: constants folded in, nodes sorted, verified."""
     g = model.graph
+    check_no_external_data(model, source)
+    for vi in g.input:
+        check_dims(vi, "input", source)
     graph = Graph(g.name or Path(source).stem, source=source, opsets=check_opsets(model, source),
                   functions=list(model.functions))
     for init in g.initializer:
@@ -152,7 +155,10 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
             if arr is not None:
                 graph.values[n.output[0]] = Value(n.output[0], TensorType(arr.dtype, arr.shape), arr)
                 continue
-        graph.nodes.append(node_from_proto(i, n))
+        try:
+            graph.nodes.append(node_from_proto(i, n))
+        except ModelLoadError as e:
+            raise ModelLoadError(f"{source}: {e}") from None
         for o in n.output:
             if o:
                 graph.value(o)

@@ -13,6 +13,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from graphexec.errors import ModelLoadError
 from graphexec.frontend.export import node_proto
 from graphexec.frontend.onnx import node_from_proto
 from graphexec.ir import Graph, Node
@@ -110,6 +111,8 @@ def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
         full = node_from_proto(i, _proto(node, schema))
     except (TypeError, ValueError) as e:
         return node, issues + [(("attributes",), f"node {node}: attributes cannot be encoded as ONNX: {e}")]
+    except ModelLoadError as e:  # subgraphs nested too deep
+        return node, issues + [(("attributes",), str(e))]
     full.meta = node.meta
     return full, issues
 

@@ -6,6 +6,7 @@ attributes, so the IR stays the same whichever passes ran.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -36,7 +37,7 @@ class TensorType:
     def nbytes(self) -> int:
         """Size in bytes; only meaningful for a static type."""
         assert self.is_static and self.shape is not None and self.dtype is not None
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # Python ints: hostile dims must not wrap
 
     def __str__(self) -> str:
         if self.kind != "tensor":

@@ -6,6 +6,7 @@ dilations, pads, auto_pad, ceil_mode) that the pooling kernels share.
 
 from __future__ import annotations
 
+import math
 from itertools import product
 from typing import Sequence
 
@@ -123,14 +124,14 @@ def _im2col(xp: np.ndarray, groups: int, out: list[int], strides: list[int],
     if all(k == 1 for k in kernel):
         cols = xp[(slice(None), slice(None)) + tuple(slice(None, (o - 1) * s + 1, s)
                                                     for o, s in zip(out, strides))]
-        return np.ascontiguousarray(cols).reshape(n, groups, c // groups, -1)
+        return np.ascontiguousarray(cols).reshape(n, groups, c // groups, math.prod(out))
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     win = sliding_window_view(xp, eff, axis=axes)
     win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
               + tuple(slice(None, None, d) for d in dilations)]
     # (N, C, O..., K...) -> (N, C, K..., O...): rows of the column matrix are (c, tap).
     win = win.transpose((0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + axes)
-    return win.reshape(n, groups, (c // groups) * int(np.prod(kernel)), -1)
+    return win.reshape(n, groups, (c // groups) * int(np.prod(kernel)), math.prod(out))  # explicit: n may be 0
 
 
 @register("Conv")
@@ -220,7 +221,7 @@ def conv_transpose(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray |
     opad = spatial_ints(ctx, "output_padding", nd, 0)
     k = int(np.prod(kernel))
     wt = w.astype(cdt, copy=False).reshape(groups, c // groups, mg * k).transpose(0, 2, 1)
-    xs = x.astype(cdt, copy=False).reshape(n, groups, c // groups, -1)
+    xs = x.astype(cdt, copy=False).reshape(n, groups, c // groups, math.prod(in_sp))
     cols = np.matmul(wt, xs).reshape((n, groups * mg) + tuple(kernel) + tuple(in_sp))
     full = [(i - 1) * s + (kk - 1) * d + 1 for i, s, kk, d in zip(in_sp, strides, kernel, dil)]
     size = [max(f + op, p + o) for f, op, p, o in zip(full, opad, pb, out)]

@@ -19,6 +19,7 @@ from graphexec.ir import Graph, Node, TensorType
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.custom import lookup_custom, output_types
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.limits import fold_too_big
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def _foldable(node: Node, graph: Graph) -> bool:
     if node.op in _RANDOM_OPS or node.domain not in ("", "ai.onnx"):
         return False
     if all(_is_const(graph, n) for n in node.all_inputs):
-        return True
+        return not fold_too_big(node, graph)
     if node.op in ("Shape", "Size") and node.inputs and graph.values[node.inputs[0]].type.is_static:
         return True
     return False
