@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from graphexec.kernels.conv2d import Geometry, fast_conv
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -134,8 +135,9 @@ def _im2col(xp: np.ndarray, groups: int, out: list[int], strides: list[int],
     return win.reshape(n, groups, (c // groups) * int(np.prod(kernel)), math.prod(out))  # explicit: n may be 0
 
 
-@register("Conv")
-def conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+@register("Conv", out=True)
+def conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """N-d convolution as im2col + one matmul whose batch dimension is the group."""
     cdt = compute_dtype(x, "Conv")
     nd = x.ndim - 2
@@ -150,7 +152,11 @@ def conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = No
         raise Unsupported(f"Conv: channels x={x.shape[1]} w={w.shape} group={groups}")
     strides = spatial_ints(ctx, "strides", nd, 1)
     dil = spatial_ints(ctx, "dilations", nd, 1)
-    out, pb, _ = window_geometry(ctx, x.shape[2:], kernel, strides, dil)
+    out_sp, pb, _ = window_geometry(ctx, x.shape[2:], kernel, strides, dil)
+    fast = fast_conv(ctx, x, w, b, groups, Geometry(kernel, strides, dil, pb, out_sp), out)
+    if fast is not None:
+        return fast
+    out = out_sp
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     xp = pad_for_windows(x.astype(cdt, copy=False), out, pb, strides, eff)
     wc = w.astype(cdt, copy=False)

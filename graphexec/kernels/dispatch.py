@@ -30,8 +30,9 @@ class NodeRunner:
         named = [o for o in node.outputs if o]
         self._single = named[0] if len(node.outputs) == 1 and named else None   # the common one-output case
         self.takes_out = kdef is not None and kdef.out and len(named) == 1
+        consts = tuple(bool(n) and n in graph.values and graph.values[n].const is not None for n in node.inputs)
         self.ctx = OpContext(node.op, node.attrs, graph.opsets.get(node.domain or "", 1),
-                             len(node.outputs), node.name)
+                             len(node.outputs), node.name, consts)
         if self.fn is None and not is_known(node, graph):
             raise UnsupportedOpError(f"{graph.source}: node {node}: no kernel or fallback knows op "
                                      f"{node.domain or 'ai.onnx'}::{node.op}")

@@ -22,17 +22,19 @@ _FLOATS = (_F16, np.dtype(np.float32), np.dtype(np.float64))
 _FLT_MAX = 3.4028234663852886e38
 
 
-def _kernel(op: str, since: int = 1, until: int = 10_000) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` with numpy warnings silenced and 0-d results kept as ndarrays."""
+def _kernel(op: str, since: int = 1, until: int = 10_000,
+            out: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` with numpy warnings silenced and 0-d results kept as ndarrays;
+    ``out``: ``fn`` takes the output's device bytes as ``out=`` (see the registry)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(fn)
-        def kernel(ctx: OpContext, *xs: Any) -> Any:
+        def kernel(ctx: OpContext, *xs: Any, **kw: Any) -> Any:
             with np.errstate(all="ignore"):
-                out = fn(ctx, *xs)
-            return out if isinstance(out, np.ndarray) else np.asarray(out)
+                res = fn(ctx, *xs, **kw)
+            return res if isinstance(res, np.ndarray) else np.asarray(res)
 
-        register(op, since=since, until=until)(kernel)
+        register(op, since=since, until=until, out=out)(kernel)
         return fn
 
     return wrap
@@ -43,8 +45,16 @@ def _check(op: str, kinds: str, *xs: np.ndarray) -> None:
     for x in xs:
         if x.dtype.kind not in kinds or (kinds == "f" and x.dtype not in _FLOATS):
             raise Unsupported(f"{op}: dtype {x.dtype}")
-    if any(x.dtype != xs[0].dtype for x in xs):
+    if len(xs) > 1 and any(x.dtype != xs[0].dtype for x in xs):
         raise Unsupported(f"{op}: mixed dtypes {[x.dtype for x in xs]}")
+
+
+def _into(out: np.ndarray | None, dtype: np.dtype, *xs: np.ndarray) -> np.ndarray | None:
+    """``out`` when the result (``dtype``, the inputs' broadcast shape) fits it exactly, else None."""
+    if out is None or out.dtype != dtype:
+        return None
+    shape = xs[0].shape if all(x.shape == xs[0].shape for x in xs) else np.broadcast_shapes(*(x.shape for x in xs))
+    return out if out.shape == shape else None
 
 
 def _up(x: np.ndarray) -> np.ndarray:
@@ -61,15 +71,16 @@ _UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Acosh": np.arccosh, "Atanh": np.arctanh,
 }
 _UNARY_NUM: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "Neg": np.negative, "Abs": np.absolute, "Sign": np.sign, "Relu": lambda x: np.maximum(x, 0),
+    "Neg": np.negative, "Abs": np.absolute, "Sign": np.sign,
+    "Relu": lambda x, out=None: np.maximum(x, 0, out=out),
 }
 
 
-def _unary(op: str, f: Callable[[np.ndarray], np.ndarray], kinds: str) -> None:
-    @_kernel(op)
-    def k(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+def _unary(op: str, f: Callable[..., np.ndarray], kinds: str) -> None:
+    @_kernel(op, out=True)
+    def k(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         _check(op, kinds, x)
-        return f(x)
+        return f(x, out=_into(out, x.dtype, x))
 
 
 for _op, _f in _UNARY_FLOAT.items():
@@ -179,10 +190,17 @@ _BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, in
 }
 
 
+_ARITH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}   # may write into out
+
+
 def _binary(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str, since: int) -> None:
-    @_kernel(op, since=since)
-    def k(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ufunc = _ARITH.get(op)
+
+    @_kernel(op, since=since, out=ufunc is not None)
+    def k(ctx: OpContext, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         _check(op, kinds, a, b)
+        if ufunc is not None and (op != "Div" or a.dtype.kind == "f"):
+            return ufunc(a, b, out=_into(out, a.dtype, a, b))
         return f(a, b)
 
 
@@ -233,15 +251,21 @@ def bitshift(ctx: OpContext, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- variadic
-def _variadic(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str, mean: bool = False) -> None:
-    @_kernel(op)
-    def k(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
+def _variadic(op: str, f: Any, kinds: str, mean: bool = False) -> None:
+    @_kernel(op, out=not mean)
+    def k(ctx: OpContext, *xs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         xs = tuple(x for x in xs if x is not None)
         if not xs:
             raise Unsupported(f"{op}: no inputs")
         _check(op, kinds, *xs)
-        out = reduce(f, xs) if len(xs) > 1 else xs[0].copy()
-        return (out / len(xs)).astype(xs[0].dtype, copy=False) if mean else out
+        into = None if mean or len(xs) < 2 else _into(out, xs[0].dtype, *xs)
+        if into is not None:   # accumulate in the output's bytes
+            f(xs[0], xs[1], out=into)
+            for x in xs[2:]:
+                f(into, x, out=into)
+            return into
+        res = reduce(f, xs) if len(xs) > 1 else xs[0].copy()
+        return (res / len(xs)).astype(xs[0].dtype, copy=False) if mean else res
 
 
 _variadic("Max", np.maximum, "iuf")

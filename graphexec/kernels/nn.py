@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from graphexec.kernels.registry import OpContext, Unsupported, register
+from graphexec.kernels.registry import OpContext, Unsupported, fits, register
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _MATMUL_TYPES = _FLOATS + (np.int32, np.int64, np.uint32, np.uint64)
@@ -32,8 +32,9 @@ def matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(_work(a, "MatMul", _MATMUL_TYPES), _work(b, "MatMul", _MATMUL_TYPES)).astype(a.dtype, copy=False)
 
 
-@register("Gemm")
-def gemm(ctx: OpContext, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+@register("Gemm", out=True)
+def gemm(ctx: OpContext, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """alpha * A' @ B' + beta * C with C unidirectionally broadcast."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype:
         raise Unsupported(f"Gemm: shapes {a.shape}/{b.shape} dtypes {a.dtype}/{b.dtype}")
@@ -41,7 +42,10 @@ def gemm(ctx: OpContext, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
     if a.dtype.kind != "f" and (alpha != 1.0 or beta != 1.0):
         raise Unsupported("Gemm: integer inputs with alpha/beta != 1")
     wa, wb = _work(a, "Gemm", _MATMUL_TYPES), _work(b, "Gemm", _MATMUL_TYPES)
-    y = np.matmul(wa.T if ctx.attr("transA", 0) else wa, wb.T if ctx.attr("transB", 0) else wb)
+    wa, wb = wa.T if ctx.attr("transA", 0) else wa, wb.T if ctx.attr("transB", 0) else wb
+    into = out if wa.dtype == a.dtype and wa.shape[1] == wb.shape[0] and \
+        fits(out, (wa.shape[0], wb.shape[1]), a.dtype) else None
+    y = np.matmul(wa, wb, out=into)
     if alpha != 1.0:
         y *= alpha
     if c is not None and beta != 0.0:
@@ -53,10 +57,12 @@ def gemm(ctx: OpContext, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = No
     return y.astype(a.dtype, copy=False)
 
 
-@register("BatchNormalization")
+@register("BatchNormalization", out=True)
 def batch_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray,
-               mean: np.ndarray, var: np.ndarray) -> np.ndarray:
-    """Inference form (x - mean) / sqrt(var + eps) * scale + B per channel (axis 1)."""
+               mean: np.ndarray, var: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Inference form (x - mean) / sqrt(var + eps) * scale + B per channel (axis 1), computed
+    as x * k + (B - mean * k): two passes, with k and the shift derived once per node when
+    the statistics are constants."""
     if ctx.opset < 7 and not ctx.attr("is_test", 0):
         raise Unsupported("BatchNormalization: is_test=0 means training statistics")
     if ctx.opset < 9 and not ctx.attr("spatial", 1):
@@ -69,13 +75,29 @@ def batch_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray,
     for p in (scale, b, mean, var):
         _work(p, "BatchNormalization")
     dt = np.result_type(xw, scale, b, mean, var, np.float32)
-    shape = (-1,) + (1,) * (x.ndim - 2)
-    p = [np.asarray(v, dtype=dt).reshape(shape) for v in (scale, b, mean, var)]
-    inv = p[0] / np.sqrt(p[3] + dt.type(ctx.attr("epsilon", 1e-5)))
-    y = xw - p[2] if xw.dtype == dt else xw.astype(dt) - p[2]
-    y *= inv
-    y += p[1]
+    k, shift = _bn_coefficients(ctx, dt, x.ndim, scale, b, mean, var)
+    if dt == x.dtype and out is not None and out.shape == x.shape and out.dtype == x.dtype:
+        np.multiply(x, k, out=out)
+        out += shift
+        return out
+    y = xw * k if xw.dtype == dt else xw.astype(dt) * k
+    y += shift
     return y.astype(x.dtype, copy=False)
+
+
+def _bn_coefficients(ctx: OpContext, dt: np.dtype, ndim: int, *params: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(k, shift) shaped to broadcast over axis 1, cached on the node when all four are constants."""
+    key = ("bn", dt, ndim)
+    const = len(ctx.const_inputs) == 5 and all(ctx.const_inputs[1:])
+    hit = ctx.cache.get(key) if const else None
+    if hit is not None:
+        return hit
+    scale, b, mean, var = (np.asarray(v, dtype=dt).reshape((-1,) + (1,) * (ndim - 2)) for v in params)
+    k = scale / np.sqrt(var + dt.type(ctx.attr("epsilon", 1e-5)))
+    res = (k, b - mean * k)
+    if const:
+        ctx.cache[key] = res
+    return res
 
 
 def _softmax_frame(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, int]:

@@ -7,12 +7,13 @@ padded input, so the work is vectorized over every output pixel. Window geometry
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from graphexec.kernels.conv import pad_for_windows, spatial_ints, tap_slices, window_geometry
-from graphexec.kernels.registry import OpContext, Unsupported, register
+from graphexec.kernels import scratch
+from graphexec.kernels.registry import OpContext, Unsupported, fits, register
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _MAX_TYPES = _FLOATS + (np.int8, np.uint8)
@@ -66,15 +67,44 @@ def _float_input(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
-@register("AveragePool")
-def average_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+def _windows_into(x: np.ndarray, kernel: list[int], strides: list[int], dil: list[int], out: list[int],
+                  pb: list[int], pad: float, y: np.ndarray, first: Callable[..., Any], fold: Callable[..., Any]) -> None:
+    """y = fold over the taps of each window of x (N, C, H, W), padded with ``pad``; the
+    padded copy is a reused scratch, the result goes straight into ``y``."""
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    shape = tuple((o - 1) * s + e for o, s, e in zip(out, strides, eff))
+    n, c = x.shape[:2]
+    xp = scratch.padded("pool.x", x.reshape((n * c,) + x.shape[2:]), tuple(pb), shape, pad)
+    y3 = y.reshape((n * c,) + tuple(out))
+    for i, (_, sl) in enumerate(tap_slices(out, strides, kernel, dil)):
+        (first if i == 0 else fold)(y3, xp[(slice(None),) + sl], out=y3)
+
+
+def _fast_2d(x: np.ndarray, out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a 2-D float pool may write: ``out`` if it fits, else a fresh array; None: no fast path."""
+    if x.ndim != 4 or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous:
+        return None
+    return out if fits(out, shape, x.dtype) and out.flags.c_contiguous else np.empty(shape, x.dtype)
+
+
+@register("AveragePool", out=True)
+def average_pool(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Window mean; the divisor counts pads only with count_include_pad (never ceil_mode overhang)."""
     xf = _float_input(ctx, x)
-    kernel, strides, dil, out, pb, pe = _setup(ctx, x)
+    kernel, strides, dil, out_sp, pb, pe = _setup(ctx, x)
+    include = bool(ctx.attr("count_include_pad", 0))
+    y = _fast_2d(x, out, x.shape[:2] + tuple(out_sp))
+    if y is not None:
+        cnt = _counts(x.shape[2:], out_sp, pb, pe, strides, kernel, dil, include)
+        if cnt.min() < 1:
+            raise Unsupported("AveragePool: a window lies entirely in padding")
+        _windows_into(x, kernel, strides, dil, out_sp, pb, 0, y, lambda a, b, out: np.copyto(out, b), np.add)
+        np.divide(y, cnt.astype(x.dtype), out=y)
+        return y
+    out = out_sp
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     xp = pad_for_windows(xf, out, pb, strides, eff, 0)
     total = _window_sum(xp, out, strides, kernel, dil)
-    include = bool(ctx.attr("count_include_pad", 0))
     cnt = _counts(x.shape[2:], out, pb, pe, strides, kernel, dil, include)
     if cnt.min() < 1:
         raise Unsupported("AveragePool: a window lies entirely in padding")
@@ -128,22 +158,28 @@ def _max_with_indices(ctx: OpContext, x: np.ndarray, kernel: list[int], strides:
     return best, idx + base * int(np.prod(sp))
 
 
-@register("MaxPool")
-def max_pool(ctx: OpContext, x: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+@register("MaxPool", out=True)
+def max_pool(ctx: OpContext, x: np.ndarray,
+             out: np.ndarray | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Window max ignoring padding (NaN never wins, as in onnxruntime); optional Indices output."""
     if x.dtype.type not in _MAX_TYPES:
         raise Unsupported(f"MaxPool: dtype {x.dtype}")
-    kernel, strides, dil, out, pb, pe = _setup(ctx, x)
-    if _counts(x.shape[2:], out, pb, pe, strides, kernel, dil, False).min() < 1:
+    kernel, strides, dil, out_sp, pb, pe = _setup(ctx, x)
+    if _counts(x.shape[2:], out_sp, pb, pe, strides, kernel, dil, False).min() < 1:
         raise Unsupported("MaxPool: a window lies entirely in padding")
     if ctx.num_outputs > 1:
         if ctx.opset < 8:
             raise Unsupported("MaxPool: Indices before opset 8")
-        return _max_with_indices(ctx, x, kernel, strides, dil, out, pb)
+        return _max_with_indices(ctx, x, kernel, strides, dil, out_sp, pb)
+    low = _lowest(x.dtype)
+    y = _fast_2d(x, out, x.shape[:2] + tuple(out_sp))
+    if y is not None:   # fmax from the lowest value, as below: a NaN never wins
+        _windows_into(x, kernel, strides, dil, out_sp, pb, low, y, lambda a, b, out: np.fmax(low, b, out=out), np.fmax)
+        return y
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-    xp = pad_for_windows(x, out, pb, strides, eff, _lowest(x.dtype))
-    acc = np.full(x.shape[:2] + tuple(out), _lowest(x.dtype), dtype=x.dtype)
-    for _, sl in tap_slices(out, strides, kernel, dil):
+    xp = pad_for_windows(x, out_sp, pb, strides, eff, low)
+    acc = np.full(x.shape[:2] + tuple(out_sp), low, dtype=x.dtype)
+    for _, sl in tap_slices(out_sp, strides, kernel, dil):
         np.fmax(acc, xp[(slice(None), slice(None)) + sl], out=acc)
     return acc
 

@@ -41,6 +41,9 @@ class OpContext:
         opset: the opset version of the node's domain in the model.
         num_outputs: how many outputs the node declares (some may be ``""``).
         name: the node name, for error messages.
+        const_inputs: per input, whether it is a constant of the graph (same every run).
+        cache: what a kernel derives from its constant inputs once (e.g. re-laid-out
+            filters), kept for the node's later runs.
     """
 
     op: str
@@ -48,6 +51,8 @@ class OpContext:
     opset: int = 21
     num_outputs: int = 1
     name: str = ""
+    const_inputs: tuple[bool, ...] = ()
+    cache: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def attr(self, key: str, default: Any = _MISSING) -> Any:
         """Return attribute ``key`` or ``default``; raise ``Unsupported`` if absent without one."""

@@ -13,21 +13,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels.registry import OpContext, Unsupported, register
+from graphexec.kernels.registry import OpContext, Unsupported, fits, register
 
 
-def _kernel(op: str, since: int = 1) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _kernel(op: str, since: int = 1, out: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn``; 0-d results are returned as ndarrays, never numpy scalars."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(fn)
-        def kernel(ctx: OpContext, *xs: Any) -> Any:
-            out = fn(ctx, *xs)
-            if isinstance(out, tuple):
-                return tuple(np.asarray(o) for o in out)
-            return out if isinstance(out, np.ndarray) else np.asarray(out)
+        def kernel(ctx: OpContext, *xs: Any, **kw: Any) -> Any:
+            res = fn(ctx, *xs, **kw)
+            if isinstance(res, tuple):
+                return tuple(np.asarray(o) for o in res)
+            return res if isinstance(res, np.ndarray) else np.asarray(res)
 
-        register(op, since=since)(kernel)
+        register(op, since=since, out=out)(kernel)
         return fn
 
     return wrap
@@ -126,18 +126,27 @@ def tile(ctx: OpContext, x: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     return np.tile(x, reps)
 
 
-@_kernel("ConstantOfShape", since=9)
-def constant_of_shape(ctx: OpContext, shape: np.ndarray) -> np.ndarray:
+@_kernel("ConstantOfShape", since=9, out=True)
+def constant_of_shape(ctx: OpContext, shape: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     value = np.asarray(ctx.attr("value", np.zeros(1, dtype=np.float32)))
     _need(value.size == 1, "ConstantOfShape: value must hold one element")
-    return np.full(tuple(_ints(shape)), value.reshape(-1)[0], dtype=value.dtype)
+    dims = tuple(_ints(shape))
+    if fits(out, dims, value.dtype):   # a big constant left to run time: filled in place
+        out.fill(value.reshape(-1)[0])
+        return out
+    return np.full(dims, value.reshape(-1)[0], dtype=value.dtype)
 
 
-@_kernel("Concat")
-def concat(ctx: OpContext, *xs: np.ndarray) -> np.ndarray:
+@_kernel("Concat", out=True)
+def concat(ctx: OpContext, *xs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     xs = tuple(x for x in xs if x is not None)
     _need(xs and xs[0].ndim and all(x.dtype == xs[0].dtype for x in xs), "Concat: rank >= 1, one dtype")
-    return np.concatenate(xs, axis=_axis("Concat", ctx.attr("axis"), xs[0].ndim))
+    axis = _axis("Concat", ctx.attr("axis"), xs[0].ndim)
+    if out is not None and out.dtype == xs[0].dtype and all(x.ndim == out.ndim for x in xs) \
+            and sum(x.shape[axis] for x in xs) == out.shape[axis] \
+            and all(x.shape[:axis] + x.shape[axis + 1:] == out.shape[:axis] + out.shape[axis + 1:] for x in xs):
+        return np.concatenate(xs, axis=axis, out=out)
+    return np.concatenate(xs, axis=axis)
 
 
 @_kernel("Split", since=2)

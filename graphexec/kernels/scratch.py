@@ -1,0 +1,58 @@
+"""Reusable temporaries for kernels (padded inputs, column matrices, transforms).
+
+Fresh large numpy arrays come from mmap and pay a page fault per 4 KiB on first touch,
+which costs more than the copy that fills them; a buffer kept per thread and per slot
+is touched once. A slot's array is valid until the same thread asks for that slot
+again, so a kernel never returns one (its result goes to ``out`` or a fresh array).
+Requests above ``MAX_KEPT`` bytes are not kept, to bound what the host holds on to.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+MAX_KEPT = 128 * 1024 * 1024
+_local = threading.local()
+
+
+def buffer(slot: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialized array of ``shape`` and ``dtype``, reused across calls on this thread."""
+    dtype = np.dtype(dtype)
+    need = math.prod(shape) * dtype.itemsize
+    if need > MAX_KEPT:
+        return np.empty(shape, dtype)
+    bufs: dict[str, np.ndarray] | None = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    raw = bufs.get(slot)
+    if raw is None or raw.nbytes < need:
+        raw = bufs[slot] = np.empty(max(need, 64), np.uint8)
+    return raw[:need].view(dtype).reshape(shape)
+
+
+def padded(slot: str, x: np.ndarray, begin: tuple[int, ...], shape: tuple[int, ...],
+           value: float | int = 0) -> np.ndarray:
+    """``x`` (C, H, W) placed at offset ``begin`` in a (C, *shape) scratch array filled with ``value``.
+
+    Only the border is zeroed: the interior is overwritten at once. Rows and columns of
+    ``x`` that fall past ``shape`` are left out.
+    """
+    (top, left), (hp, wp) = begin, shape
+    x = x[:, :max(0, hp - top), :max(0, wp - left)]
+    c, h, w = x.shape
+    xp = buffer(slot, (c, hp, wp), x.dtype)
+    xp[:, :top] = value
+    xp[:, top + h:] = value
+    xp[:, top:top + h, :left] = value
+    xp[:, top:top + h, left + w:] = value
+    xp[:, top:top + h, left:left + w] = x
+    return xp
+
+
+def release() -> None:
+    """Drop this thread's buffers."""
+    _local.bufs = {}
