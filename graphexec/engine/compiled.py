@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gc
 import time
+from contextlib import contextmanager
 from functools import cached_property
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -35,8 +36,21 @@ def default_passes() -> PassManager:
 def compile_graph(graph: Any, options: Any, profile: DeviceProfile) -> "Compiled":
     """Run the pass pipeline on ``graph`` for ``options.input_types``."""
     t0 = time.perf_counter()
-    state = default_passes().run(CompileState(graph, options, profile))
+    with gc_paused():   # passes make many small objects; collections would rescan them all
+        state = default_passes().run(CompileState(graph, options, profile))
     return Compiled(state, profile, time.perf_counter() - t0)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (cycles made meanwhile are collected later)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Compiled:
@@ -103,13 +117,8 @@ class Compiled:
         per task, and the collections they would trigger walk every object alive (the
         graph, earlier results), which cost more than the tasks themselves.
         """
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self._run(feeds)
-        finally:
-            if paused:
-                gc.enable()
 
     def _run(self, feeds: dict[str, Any]) -> Result:
         dev = self.device

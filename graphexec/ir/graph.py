@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import numpy as np
 
 Dim = int | str | None  # a size, a symbolic name, or unknown
+_OBJECT = np.dtype(object)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +27,18 @@ class TensorType:
     dtype: np.dtype | None = None
     shape: tuple[Dim, ...] | None = None
     kind: str = "tensor"
+    _static: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the type is immutable, and passes ask this of every value many times
+        object.__setattr__(self, "_static", self.kind == "tensor" and self.dtype is not None
+                           and self.dtype != _OBJECT and self.shape is not None
+                           and all(isinstance(d, int) and d >= 0 for d in self.shape))
 
     @property
     def is_static(self) -> bool:
         """True when the bytes of the value are known at compile time."""
-        return (self.kind == "tensor" and self.dtype is not None and self.dtype != np.dtype(object)
-                and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape))
+        return self._static
 
     @property
     def nbytes(self) -> int:

@@ -27,7 +27,7 @@ class Cost:
 
 
 def _numel(shape: tuple[int, ...] | None) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+    return math.prod(shape) if shape else 1
 
 
 def _matmul_mnk(op: str, ins: list, out: tuple[int, ...], attrs: dict) -> tuple[int, int, int]:

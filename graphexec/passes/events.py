@@ -11,7 +11,9 @@ not only those within one pair of streams (GE, XLA).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from graphexec.passes.clocks import Clocks
 from graphexec.passes.tasks import Task, TaskGraph, TaskKind
 
 GE_RESERVED_TASKS = 27  # GE keeps 7 profiling + 20 tasks of each stream in reserve
@@ -21,9 +23,10 @@ GE_RESERVED_TASKS = 27  # GE keeps 7 profiling + 20 tasks of each stream in rese
 class Schedule:
     """Per stream, its tasks in order (records and waits included), plus the launch order.
 
-    ``clock[task.id]`` is the vector clock at the task's start (what has surely finished:
-    per stream, a count of tasks) and ``pos[task.id]`` its index in its stream; together
-    they answer happens-before in O(1) (see :meth:`before`).
+    ``clock`` holds the vector clock at each task's start (what has surely finished: per
+    stream, a count of tasks; ``clock.get(task.id, s)``, stored sparsely, see ``clocks.py``)
+    and ``pos[task.id]`` is the task's index in its stream; together they answer
+    happens-before (see :meth:`before`).
     """
 
     streams: list[list[Task]]
@@ -32,13 +35,13 @@ class Schedule:
     num_event_ids: int = 0
     policy: str = "single"
     stats: dict[str, int] = field(default_factory=dict)
-    clock: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    clock: Any = field(default_factory=lambda: Clocks(0))
     pos: dict[int, int] = field(default_factory=dict)
     priorities: list[int | None] = field(default_factory=list)   # per stream; None: the default
 
     def before(self, a: Task, b: Task) -> bool:
         """True when ``a`` surely ends before ``b`` starts (stream order or events)."""
-        return self.clock[b.id][a.stream] > self.pos[a.id]
+        return self.clock.get(b.id, a.stream) > self.pos[a.id]
 
 
 def physical_streams(stream_of: list[int], tasks: TaskGraph, max_tasks: int) -> list[int]:
@@ -70,8 +73,7 @@ def insert_events(tasks: TaskGraph, stream_of: list[int], policy: str = "single"
     kernels = tasks.tasks
     for t in kernels:
         t.stream = stream_of[t.id]
-    clock = [[0] * n_streams for _ in range(n_streams)]
-    after: dict[int, tuple[int, ...]] = {}  # clock of a kernel's stream right after it
+    clocks = Clocks(n_streams)
     next_id = len(kernels)
     waits: list[tuple[Task, int]] = []  # (consumer, producer id): waits placed before consumer
     crossing = 0
@@ -81,17 +83,12 @@ def insert_events(tasks: TaskGraph, stream_of: list[int], policy: str = "single"
                        key=lambda u: -u.id)
         crossing += len(preds)
         for u in preds:  # latest producer first: its clock may imply the others
-            if clock[s][u.stream] > _pos_after(after, u) - 1:
+            if clocks.current(s, u.stream) > clocks.pos[u.id]:
                 continue
             waits.append((v, u.id))
-            clock[s] = [max(a, b) for a, b in zip(clock[s], after[u.id])]
-        clock[s][s] += 1
-        after[v.id] = tuple(clock[s])
+            clocks.merge_after(s, u.id)
+        clocks.add(v.id, s)
     return _materialize(tasks, stream_of, waits, crossing, policy, n_streams, next_id)
-
-
-def _pos_after(after: dict[int, tuple[int, ...]], u: Task) -> int:
-    return after[u.id][u.stream]
 
 
 def _materialize(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[Task, int]], crossing: int,
@@ -156,14 +153,12 @@ def reuse_event_ids(order: list[Task]) -> dict[int, int]:
 
 def _clocks(sched: Schedule, n_streams: int) -> None:
     """Vector clock at each task's start and its position in its stream."""
-    clock = [[0] * n_streams for _ in range(n_streams)]
-    at_record: dict[int, tuple[int, ...]] = {}
+    clocks = Clocks(n_streams)
+    newest: dict[int, int] = {}   # event id -> its newest record task
     for t in sched.order:
-        s = t.stream
         if t.kind is TaskKind.EVENT_WAIT:
-            clock[s] = [max(a, b) for a, b in zip(clock[s], at_record[t.event])]
-        sched.clock[t.id] = tuple(clock[s])
-        sched.pos[t.id] = clock[s][s]
-        clock[s][s] += 1
+            clocks.merge_after(t.stream, newest[t.event])
+        clocks.add(t.id, t.stream)
         if t.kind is TaskKind.EVENT_RECORD:
-            at_record[t.event] = tuple(clock[s])
+            newest[t.event] = t.id
+    sched.clock, sched.pos = clocks, clocks.pos

@@ -12,6 +12,7 @@ import bisect
 from typing import Callable
 
 import networkx as nx
+import numpy as np
 
 from graphexec.passes.events import Schedule
 from graphexec.passes.lifetimes import Lifetime
@@ -41,8 +42,10 @@ def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = No
     Of two tensors, the one written later in launch order (b) conflicts with the other
     (a) unless every writer of b knows a's last uses. Along one stream the clocks only
     grow, so the writers that know a form a suffix of that stream: per stream, only the
-    tasks between a's write and that suffix (found by bisection) can conflict, which keeps
-    this near-linear in the number of tensors instead of quadratic.
+    tasks between a's write and that suffix (found by bisection) can conflict. Streams
+    whose tasks all launch before a's write, or whose first task already knows a's last
+    uses, are skipped at once (``_candidates``), so the work stays near-linear even when
+    long streams are split into many.
     """
     launch = {t.id: i for i, t in enumerate(schedule.order)}
     per_stream = [[t.id for t in s] for s in schedule.streams]
@@ -51,11 +54,14 @@ def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = No
     for j, it in enumerate(items):
         for w in it.writers:
             written.setdefault(w, []).append(j)
+    pool = np.array(range(len(per_stream)) if streams is None else streams, dtype=np.int64)
+    last = np.array([starts[s][-1] if starts[s] else -1 for s in pool], dtype=np.int64)
+    entry = _entry_clocks(schedule, pool)
     out: list[set[int]] = [set() for _ in items]
     pairs = 0
     for i, a in enumerate(items):
-        need = [(s, e) for s, e in enumerate(a.end) if e >= 0]
-        for s in (range(len(per_stream)) if streams is None else streams):
+        need = list(a.end)
+        for s in _candidates(pool, last, entry, a.first, need):
             ids = per_stream[s]
             lo = bisect.bisect_left(starts[s], a.first)
             if lo == len(ids):
@@ -72,22 +78,39 @@ def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = No
     return [sorted(c) for c in out]
 
 
+def _entry_clocks(schedule: Schedule, pool: np.ndarray) -> np.ndarray:
+    """entry[k, s]: what the first task of stream pool[k] knows of stream s (its own: 0)."""
+    entry = np.zeros((len(pool), len(schedule.streams)), dtype=np.int64)
+    for k, s in enumerate(pool):
+        for other, count in schedule.clock.entry(int(s)).items():
+            if other != s:
+                entry[k, other] = count
+    return entry
+
+
+def _candidates(pool: np.ndarray, last: np.ndarray, entry: np.ndarray, first: int,
+                need: list[tuple[int, int]]) -> list[int]:
+    """Streams that may hold a writer conflicting with a tensor written at launch index
+    ``first`` and last used at ``need``: some task launched at or after ``first``, and a
+    first task that does not know every use yet (a stream's clock only grows)."""
+    unknown = np.zeros(len(pool), dtype=bool)
+    for s, e in need:
+        unknown |= entry[:, s] <= e
+    return pool[unknown & (last >= first)].tolist()
+
+
 def _first_knowing(ids: list[int], lo: int, need: list[tuple[int, int]], schedule: Schedule) -> int:
     """Index of the first task at or after ``lo`` on a stream whose clock passes every
     (stream, position) in ``need``: the last uses of a tensor."""
-
-    def knows(k: int) -> bool:
-        clock = schedule.clock[ids[k]]
-        return all(clock[s] > e for s, e in need)
-
+    knows = schedule.clock.knows
     hi, n = lo, len(ids)
     step = 1
-    while hi < n and not knows(hi):  # gallop: the window is usually short
+    while hi < n and not knows(ids[hi], need):  # gallop: the window is usually short
         lo, hi = hi + 1, min(n, hi + step)
         step *= 2
     while lo < hi:
         mid = (lo + hi) // 2
-        if knows(mid):
+        if knows(ids[mid], need):
             hi = mid
         else:
             lo = mid + 1
