@@ -131,6 +131,8 @@ def check_opsets(model: onnx.ModelProto, where: str) -> dict[str, int]:
 def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
     """Build the IR from a ModelProto: constants folded in, nodes sorted, verified."""
     g = model.graph
+    for i, n in enumerate(g.node):  # first: the checks below walk subgraphs recursively
+        check_depth(n, n.name or f"{n.op_type}_{i}", source)
     check_no_external_data(model, source)
     for vi in g.input:
         check_dims(vi, "input", source)
@@ -155,10 +157,7 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
             if arr is not None:
                 graph.values[n.output[0]] = Value(n.output[0], TensorType(arr.dtype, arr.shape), arr)
                 continue
-        try:
-            graph.nodes.append(node_from_proto(i, n))
-        except ModelLoadError as e:
-            raise ModelLoadError(f"{source}: {e}") from None
+        graph.nodes.append(node_from_proto(i, n))
         for o in n.output:
             if o:
                 graph.value(o)

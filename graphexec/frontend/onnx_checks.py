@@ -65,13 +65,11 @@ def subgraph_depth(node: onnx.NodeProto) -> int:
     return deepest
 
 
-def check_depth(node: onnx.NodeProto, name: str) -> None:
+def check_depth(node: onnx.NodeProto, name: str, where: str = "") -> None:
     """Refuse a node whose subgraphs nest deeper than MAX_SUBGRAPH_DEPTH."""
-    depth = subgraph_depth(node)
-    if depth > MAX_SUBGRAPH_DEPTH:
-        more = "more than " if depth > MAX_SUBGRAPH_DEPTH + 1 else ""
-        raise ModelLoadError(f"node {name} ({node.op_type}) nests subgraphs {more}{MAX_SUBGRAPH_DEPTH} levels "
-                             f"deep; graphexec supports at most {MAX_SUBGRAPH_DEPTH}")
+    if subgraph_depth(node) > MAX_SUBGRAPH_DEPTH:
+        raise ModelLoadError(f"{where + ': ' if where else ''}node {name} ({node.op_type}) nests subgraphs more than {MAX_SUBGRAPH_DEPTH} "
+                             f"levels deep; graphexec supports at most {MAX_SUBGRAPH_DEPTH}")
 
 
 def check_dims(vi: onnx.ValueInfoProto, what: str, where: str) -> None:

@@ -67,14 +67,20 @@ class CorePools:
     def pop_done(self, now: float) -> list[Cohort]:
         """The cohorts finished by ``now``, removed and their cores freed."""
         self.advance(now)
-        done = [c for c in self.cohorts if c.left <= DONE_EPS]
+        done = [c for c in self.cohorts if self._done(c, now)]
         if done:
-            self.cohorts = [c for c in self.cohorts if c.left > DONE_EPS]
+            self.cohorts = [c for c in self.cohorts if not self._done(c, now)]
             for c in done:
                 self.free[c.pool] += c.n
                 self.log.append((now, c.pool, -c.n))
             self.stale = True
         return done
+
+    @staticmethod
+    def _done(c: Cohort, now: float) -> bool:
+        # Late in a long run a remaining time can be below the clock's resolution (about
+        # 7e-12 us at 2**15 us): its finish then rounds to ``now`` and time stops moving.
+        return c.left <= DONE_EPS or now + c.left / c.rate <= now
 
     def retime(self) -> None:
         """Share HBM among running blocks (water-filling) and find the next finish.
