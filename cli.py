@@ -88,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     graph = gx.load(args.model)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
-                         launch=args.launch)
+                         launch=args.launch, threads=args.threads)
     feeds = _feeds_for(graph, args, session.profile)
     with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
         bar.update(0, "compiling")
@@ -169,6 +169,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
         cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, launch=args.launch,
+                         threads=args.threads,
                          progress=lambda i, n, what: bar.update(i, what))
     if args.plot:
         from graphexec.profiling.plot import gantt
@@ -247,6 +248,13 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
+THREADS_HELP = "host threads for the kernels' math (default 1); outputs and device times do not change"
+
+
+def _threads(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--threads takes an int >= 1, not {text!r}")
+    return int(text)
 
 
 def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
@@ -278,12 +286,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    run.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     run.set_defaults(fn=cmd_run)
     cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
     cmp.add_argument("model")
     cmp.add_argument("--streams", default="1,2,4,8", help="comma-separated stream counts (default 1,2,4,8)")
     cmp.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy for counts above 1")
     cmp.add_argument("--plot", metavar="GANTT.png", help="write a Gantt chart, one panel per row")
+    cmp.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     _model_options(cmp)
     cmp.set_defaults(fn=cmd_compare)
     plan = sub.add_parser("plan", help="show each stream's task order and the memory plan")

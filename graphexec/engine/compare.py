@@ -63,8 +63,9 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), feeds: Mapping[str, Any] | None = None,
             policy: str | None = None, device: str | None = None, launch: str = "graph",
-            progress: Callable[[int, int, str], None] | None = None) -> Comparison:
+            progress: Callable[[int, int, str], None] | None = None, threads: int = 1) -> Comparison:
     """Run ``graph`` once per stream count; speedups are against the first row.
+    ``threads``: host threads for the kernels' math (the results do not change).
 
     Example:
         >>> cmp = gx.compare(gx.load("models/inception_block.onnx"), streams=[1, 4])
@@ -78,7 +79,7 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), fee
         if progress is not None:
             progress(i, len(counts), f"streams={n}")
         session = Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy,
-                          launch=launch)
+                          launch=launch, threads=threads)
         result = session.run(feeds)
         s = result.stats
         base = results[0].stats.makespan_us if results else s.makespan_us

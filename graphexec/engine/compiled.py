@@ -14,8 +14,10 @@ from graphexec.engine.bounds import lower_bound_us
 from graphexec.engine.direct import direct_tasks
 from graphexec.engine.executor import ExecContext, launch_all, place, prime_views
 from graphexec.engine.replay import Tape, kernel_tasks, replay
+from graphexec.engine.threads import Overlap, ThreadPlan, Workers
 from graphexec.engine.result import Result, make_stats
 from graphexec.errors import OutOfMemoryError
+from graphexec.kernels import parallel
 from graphexec.passes.base import CompileState, PassManager
 from graphexec.passes.limits import SizeCheck
 from graphexec.passes.lowering import Lowering
@@ -73,6 +75,7 @@ class Compiled:
         self._direct: set[int] | None = None
         self._where: dict[str, Any] = {}
         self._kernels = kernel_tasks(self.schedule.order)
+        self._index = {t.id: i for i, t in enumerate(self._kernels)}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
 
     @cached_property
@@ -89,8 +92,13 @@ class Compiled:
             ctx.views = self._views
             prime_views(ctx)
             self._direct = direct_tasks(self.graph, self.tasks, self.schedule, ctx.where)
-        ctx.views, ctx.direct, ctx.where = self._views, self._direct, self._where
+        ctx.views, ctx.direct, ctx.where, ctx.index = self._views, self._direct, self._where, self._index
         return ctx
+
+    @cached_property
+    def thread_plan(self) -> ThreadPlan:
+        """Which kernels may compute on worker threads, and what each waits for."""
+        return ThreadPlan.of(self.graph, self.tasks, self.schedule, self._kernels)
 
     def _allocate(self) -> dict[str, int]:
         sizes = self.memory_plan.region_bytes
@@ -110,52 +118,56 @@ class Compiled:
                 view = self.device.view(self.bases["weight"] + e.offset, const.dtype, const.shape)
                 self.device.memcpy_sync(const.nbytes, "h2d", lambda v=view, c=const: v.__setitem__(..., c))
 
-    def run(self, feeds: dict[str, Any]) -> Result:
-        """Copy the feeds in, launch every task, synchronize, copy the outputs out.
+    def run(self, feeds: dict[str, Any], workers: Workers | None = None) -> Result:
+        """Copy the feeds in, launch every task, synchronize, copy the outputs out;
+        with ``workers``, kernels compute on its threads (see ``engine/threads.py``).
 
         The cyclic garbage collector is paused meanwhile: a run makes a few small objects
         per task, and the collections they would trigger walk every object alive (the
         graph, earlier results), which cost more than the tasks themselves.
         """
         with gc_paused():
-            return self._run(feeds)
+            return self._run(feeds, workers)
 
-    def _run(self, feeds: dict[str, Any]) -> Result:
+    def _run(self, feeds: dict[str, Any], workers: Workers | None) -> Result:
         dev = self.device
         dev.reset_run()
         ctx = self._context()
         ctx.streams = {i: self._stream(dev, i) for i in range(len(self.schedule.streams))}
         ctx.events = {i: dev.create_event() for i in range(self.schedule.num_event_ids)}
-        tape = recorded = None
+        recorded = None
         try:
             for name, value in feeds.items():
                 self._feed(ctx, name, value)
             tape = self._tape if self._tape is not None and self._tape.fits(dev) else None
-            if tape is not None:
-                replay(ctx, self._kernels, tape.steps)
-                tape.restore(dev)
-            else:
-                recorded = self._simulate(ctx)
+            if tape is None:
+                tape = recorded = self._simulate(ctx)
+            if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
+                ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
+            with parallel.lend(workers.pool if workers is not None and workers.n > 1 else None):
+                replay(ctx, self._kernels, tape)
+            tape.restore(dev)
             outputs = {name: self._fetch(ctx, name) for name in self.graph.outputs}
         finally:
+            if ctx.overlap is not None:
+                ctx.overlap.drain()
             for ptr in ctx.temp_segments:
                 dev.allocator.free(ptr)
-        if tape is not None:
+        if recorded is None:
             stats = tape.stats_for(dev)
         else:
             stats = make_stats(self, dev)
             if dev.checker is not None:
                 stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]
-            elif recorded is not None:
+            else:
                 recorded.stats, self._tape = stats, recorded
         return Result(outputs, stats, RunRecord.of(dev, self))
 
     def _simulate(self, ctx: ExecContext) -> Tape:
-        """Launch every task and let the simulator run them; record the order of kernel
-        starts and ends so that later runs can replay it."""
+        """Launch every task and let the simulator run them, recording the order of kernel
+        starts and ends (the math runs when the tape is replayed)."""
         dev = ctx.device
         host_start = dev.host_t
-        ctx.tape = []
         launch_all(ctx, self.schedule.order)
         dev.synchronize_device()
         return Tape(host_start, ctx.tape, dev.sim, list(dev.launches), dev.host_t)

@@ -31,11 +31,11 @@ def _extent(graph: Any, tasks: TaskGraph, name: str) -> tuple[str, int, float]:
     return root, off, off + size
 
 
-def _readers(graph: Any, tasks: TaskGraph) -> dict[str, list[Interval]]:
-    """Per root, the byte ranges each kernel task reads."""
+def _readers(graph: Any, tasks: TaskGraph, writes: bool = False) -> dict[str, list[Interval]]:
+    """Per root, the byte ranges each kernel task reads (or, with ``writes``, writes)."""
     out: dict[str, list[Interval]] = {}
     for t in tasks.tasks:
-        for name in t.reads:
+        for name in (t.writes if writes else t.reads):
             if name:
                 root, lo, hi = _extent(graph, tasks, name)
                 out.setdefault(root, []).append((lo, hi, t))
@@ -67,3 +67,19 @@ def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any
         if r_lo < hi and lo < r_hi and (reader is task or not schedule.before(task, reader)):
             return False
     return True
+
+
+def producers(graph: Any, tasks: TaskGraph, schedule: Schedule) -> dict[int, list[Any] | None]:
+    """Per kernel task, the tasks that write the bytes it reads, or None when one of them is
+    not ordered before it (its inputs may change while it runs: it must compute at its start)."""
+    writers = _readers(graph, tasks, writes=True)
+    out: dict[int, list[Any] | None] = {}
+    for t in tasks.tasks:
+        found: list[Any] | None = []
+        for name in t.reads:
+            root, lo, hi = _extent(graph, tasks, name)
+            for w_lo, w_hi, w in writers.get(root, ()):
+                if w_lo < hi and lo < w_hi and found is not None:
+                    found = None if w is t or not schedule.before(w, t) else found + [w]
+        out[t.id] = None if found is None else list(dict.fromkeys(found))
+    return out

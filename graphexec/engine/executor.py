@@ -49,8 +49,17 @@ class ExecContext:
     temp_segments: list[int] = field(default_factory=list)
     views: dict[str, Any] = field(default_factory=dict)
     direct: set[int] = field(default_factory=set)
-    tape: list[int] | None = None   # when a list: kernel i appends i at its start, ~i at its end
-    calls: list["KernelCall"] = field(default_factory=list)
+    tape: list[int] = field(default_factory=list)   # kernel i appends i at its start, ~i at its end
+    index: dict[int, int] = field(default_factory=dict)          # kernel task id -> launch index
+    calls: dict[int, "KernelCall"] = field(default_factory=dict)
+    overlap: Any = None             # threads.Overlap when kernels compute on a thread pool
+
+    def call(self, task: Task) -> "KernelCall":
+        """The one KernelCall of ``task`` in this run."""
+        c = self.calls.get(task.id)
+        if c is None:
+            c = self.calls[task.id] = KernelCall(self, task, self.index.get(task.id, -1))
+        return c
 
     def read(self, name: str) -> Any:
         """The current value of ``name``: a view of device memory or a host object."""
@@ -110,39 +119,53 @@ class ExecContext:
 class KernelCall:
     """The start and end of one launched kernel: read and compute, then store.
 
-    A task in ``ctx.direct`` computes into its output's view (see ``engine/direct.py``).
+    A task in ``ctx.direct`` computes into its output's view (see ``engine/direct.py``);
+    with ``ctx.overlap`` the math may run on a worker thread (see ``engine/threads.py``).
     """
 
-    __slots__ = ("ctx", "task", "out", "index")
+    __slots__ = ("ctx", "task", "out", "index", "pending")
 
     def __init__(self, ctx: ExecContext, task: Task, index: int) -> None:
         self.ctx, self.task, self.index = ctx, task, index
         self.out = task.writes[0] if task.id in ctx.direct and len(task.writes) == 1 else None
+        self.pending: Any = None
 
-    def compute(self) -> dict[str, Any]:
+    def compute(self, direct: bool = True, scratch: Any = None) -> dict[str, Any]:
+        """The outputs; into the output's view when ``direct`` (and allowed), else into
+        ``scratch`` if given."""
         read = self.ctx.read
         values = {n: read(n) for n in self.task.reads}
-        return self.task.runner(values, read(self.out) if self.out is not None else None)
+        out = scratch if not direct else read(self.out) if self.out is not None else None
+        return self.task.runner(values, out)
 
     def store(self, outputs: dict[str, Any]) -> None:
         write, stream = self.ctx.write, self.ctx.streams[self.task.stream]
         for name, value in outputs.items():
             write(name, value, stream)
 
-    def start(self) -> dict[str, Any]:
-        if self.ctx.tape is not None:
-            self.ctx.tape.append(self.index)
-        return self.compute()
+    def begin(self) -> Any:
+        """At the task's simulated start."""
+        return self.compute() if self.ctx.overlap is None else self.ctx.overlap.begin(self)
 
-    def end(self, outputs: dict[str, Any]) -> None:
-        if self.ctx.tape is not None:
-            self.ctx.tape.append(~self.index)
-        self.store(outputs)
+    def finish(self, result: Any) -> None:
+        """At the task's simulated end."""
+        overlap = self.ctx.overlap
+        if overlap is None:
+            self.store(result)
+            return
+        self.store(overlap.finish(self, result))
+        overlap.stored(self.task)
+
+    def start(self) -> None:
+        """The simulated start: recorded; the math runs when the tape is replayed."""
+        self.ctx.tape.append(self.index)
+
+    def end(self, result: Any) -> None:
+        self.ctx.tape.append(~self.index)
 
 
 def _kernel(ctx: ExecContext, task: Task) -> None:
-    call = KernelCall(ctx, task, len(ctx.calls))
-    ctx.calls.append(call)
+    call = ctx.call(task)
     checked = ctx.device.checker is not None
     ctx.device.launch(DeviceTask("kernel", ctx.streams[task.stream], task.name, task.unit, task.block_dim,
                                  task.flops, task.bytes, task.dtype, "d2d", None, call.start, call.end,

@@ -2,11 +2,13 @@
 
 What the simulator decides (when each task starts and ends, on which cores) depends on
 the task list, the costs and the host clock at launch, never on the numbers the kernels
-compute. So after one simulated run of a compiled plan, a later run whose launch starts
-at the same host time would make the very same decisions: it only has to call the
-kernels' starts (read, compute) and ends (store) in the recorded order, and it reuses
-the recorded finished tasks for stats, trace and profile. Like a CUDA graph or GE's
-loaded model, the schedule is fixed at load and the run only moves data.
+compute. So a run first simulates (unless an earlier run of the plan already did, from
+the same host time), recording only the order of kernel starts and ends, a ``Tape``;
+then it calls the kernels' starts (read, compute) and ends (store) in that order, which
+is exactly when the simulated device would have made them. The recorded finished tasks
+serve for stats, trace and profile. Like a CUDA graph or GE's loaded model, the schedule
+is fixed at load and the run only moves data; knowing the whole order in advance also
+tells which kernels overlap in time (for ``threads``).
 
 Runs with the hazard checker on always simulate (the checker watches the simulation).
 """
@@ -15,9 +17,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
-from graphexec.engine.executor import ExecContext, KernelCall
+from graphexec.engine.executor import ExecContext
 from graphexec.passes.tasks import Task, TaskKind
 
 
@@ -34,6 +37,16 @@ class Tape:
     launches: list[Any]
     host_end: float            # the host clock after the device synchronized
     stats: Any = None          # the Stats of that run (all but host time carry over)
+
+    @cached_property
+    def starts(self) -> dict[int, int]:
+        """Kernel index -> its start's position in ``steps``."""
+        return {s: k for k, s in enumerate(self.steps) if s >= 0}
+
+    @cached_property
+    def alone(self) -> set[int]:
+        """Kernels during which nothing else starts or ends: no other math to overlap with."""
+        return {s for k, s in enumerate(self.steps[:-1]) if s >= 0 and self.steps[k + 1] == ~s}
 
     def fits(self, device: Any) -> bool:
         """Whether a run on ``device`` as it stands now would simulate exactly this tape."""
@@ -55,13 +68,13 @@ def kernel_tasks(order: list[Task]) -> list[Task]:
     return [t for t in order if t.kind in (TaskKind.KERNEL, TaskKind.AICPU)]
 
 
-def replay(ctx: ExecContext, kernels: list[Task], steps: list[int]) -> None:
-    """Run the kernels' starts and ends in the order of ``steps``."""
-    calls = [KernelCall(ctx, t, i) for i, t in enumerate(kernels)]
+def replay(ctx: ExecContext, kernels: list[Task], tape: Tape) -> None:
+    """Run the kernels' starts and ends in the order of the tape's steps."""
+    calls = [ctx.call(t) for t in kernels]
     results: list[Any] = [None] * len(calls)
-    for s in steps:
+    for s in tape.steps:
         if s >= 0:
-            results[s] = calls[s].compute()
+            results[s] = calls[s].begin()
         else:
-            calls[~s].store(results[~s])
+            calls[~s].finish(results[~s])
             results[~s] = None

@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -18,6 +19,7 @@ import numpy as np
 from graphexec.engine.compiled import Compiled, compile_graph
 from graphexec.engine.feeds import check_feeds, signature
 from graphexec.engine.result import Result
+from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.ir import Graph
@@ -55,12 +57,14 @@ class Session:
         launch: "graph" (GE's static-graph execution: the task list is loaded with the
             model, a run pays no host launch cost per task) or "host" (every task is
             launched from the host at the profile's launch cost, as single-op execution).
+        threads: host threads for the kernels' numpy math (1: the run's own thread only).
+            Outputs, stats and trace are the same whatever the number.
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
                  device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
-                 launch: str = "graph") -> None:
+                 launch: str = "graph", threads: int = 1) -> None:
         if memory not in ("reuse", "none", "joint"):
             raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
         if launch not in ("graph", "host"):
@@ -77,6 +81,8 @@ class Session:
                                       memory if memory_reuse else "none", fold, check_hazards, launch)
         self._cache: dict[tuple, Compiled] = {}
         self._last: Compiled | None = None
+        self.threads = _check_threads(threads)
+        self._workers: Workers | None = None
 
     def compile(self, feeds: Mapping[str, Any] | None = None) -> Compiled:
         """The compiled plan for the shapes of ``feeds`` (declared shapes if None), cached."""
@@ -93,7 +99,10 @@ class Session:
         """Run the graph on ``feeds`` (name -> array); outputs come in graph order."""
         feeds = {k: _as_array(v) for k, v in dict(feeds).items()}
         compiled = self.compile(feeds)
-        return compiled.run(feeds)
+        if self.threads > 1 and self._workers is None:
+            self._workers = Workers(self.threads)
+            weakref.finalize(self, self._workers.pool.shutdown, wait=False)
+        return compiled.run(feeds, self._workers)
 
     @property
     def memory_plan(self):
@@ -115,6 +124,12 @@ def _as_array(v: Any) -> Any:
     if isinstance(v, (np.ndarray, list, dict)) or v is None:
         return v
     return np.asarray(v)
+
+
+def _check_threads(threads: int) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise GraphExecError(f"threads must be an int >= 1, not {threads!r}")
+    return int(threads)
 
 
 def _check_streams(streams: int | str, profile: DeviceProfile) -> int | str:

@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.kernels import scratch, winograd
+from graphexec.kernels import parallel, scratch, winograd
 from graphexec.kernels.registry import OpContext, fits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 CHUNK_BYTES = 4 << 20     # column-matrix scratch per chunk of output rows
+GEMM_COLS = 512           # output pixels per block of a 1x1 convolution's GEMM
 
 
 class Geometry:
@@ -67,7 +68,7 @@ def _dense(ctx: OpContext, x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.nd
     y2 = y.reshape(m, -1)
     if geo.kernel == [1, 1] and geo.strides == [1, 1] and geo.begin == [0, 0] \
             and list(x.shape[1:]) == geo.out:
-        np.matmul(w.reshape(m, c), x.reshape(c, -1), out=y2)
+        _gemm(w.reshape(m, c), x.reshape(c, -1), y2)
         return
     if geo.kernel == [3, 3] and geo.strides == [1, 1] and geo.dil == [1, 1] \
             and winograd.worth_it(c, m, *geo.out):
@@ -88,14 +89,16 @@ def _cached(ctx: OpContext, key: str, w: np.ndarray, make: Any) -> np.ndarray:
 
 
 def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -> None:
-    """Column matrix by kernel tap, a chunk of output rows at a time, each chunk one GEMM."""
+    """Column matrix by kernel tap, a chunk of output rows at a time, each chunk one GEMM
+    (chunks are independent: with threads they run side by side)."""
     c = x.shape[0]
     (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dil
     ho, wo = geo.out
     xp = scratch.padded("conv.x", x, tuple(geo.begin), geo.padded_shape())
     k = c * kh * kw
     rows = max(1, min(ho, CHUNK_BYTES // max(1, k * wo * x.itemsize)))
-    for r0 in range(0, ho, rows):
+
+    def chunk(r0: int) -> None:
         r1 = min(ho, r0 + rows)
         cols = scratch.buffer("conv.cols", (c, kh, kw, r1 - r0, wo), x.dtype)
         for i in range(kh):
@@ -103,6 +106,20 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
                 top, left = r0 * sh + i * dh, j * dw
                 cols[:, i, j] = xp[:, top:top + (r1 - r0 - 1) * sh + 1:sh, left:left + (wo - 1) * sw + 1:sw]
         np.matmul(w2, cols.reshape(k, -1), out=y2[:, r0 * wo:r1 * wo])
+
+    parallel.run_all(chunk, range(0, ho, rows))
+
+
+def _gemm(w2: np.ndarray, x2: np.ndarray, y2: np.ndarray) -> None:
+    """y2 = w2 @ x2, in blocks of output columns (pixels). The cut depends on the shapes
+    only, so threads do not change a bit; rows (channels) are never cut, which keeps the
+    rounding of every channel what one GEMM gives."""
+    n = x2.shape[1]
+    if n < 2 * GEMM_COLS:
+        np.matmul(w2, x2, out=y2)
+        return
+    parallel.run_all(lambda n0: np.matmul(w2, x2[:, n0:n0 + GEMM_COLS], out=y2[:, n0:n0 + GEMM_COLS]),
+                     range(0, n, GEMM_COLS))
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.kernels import scratch
+from graphexec.kernels import parallel, scratch
 
 _BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64)
@@ -24,7 +24,8 @@ _G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
 _AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64)
 _KIN = np.kron(_BT, _BT)      # (36, 36): the input transform of a flattened tile
 _KOUT = np.kron(_AT, _AT)     # (16, 36): the output transform
-CHUNK_BYTES = 8 << 20         # input-transform scratch per chunk of tile rows
+CHUNK_BYTES = 2 << 20         # input-transform scratch per chunk of tile rows
+MIN_TILES = 128               # tiles per chunk at least (the GEMMs' width)
 
 
 def worth_it(c: int, m: int, ho: int, wo: int) -> bool:
@@ -51,8 +52,10 @@ def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) ->
     th, tw = -(-ho // 4), -(-wo // 4)
     xp = scratch.padded("wino.x", x, begin, (4 * th + 2, 4 * tw + 2))
     kin, kout = _KIN.astype(x.dtype), _KOUT.astype(x.dtype)
-    rows = max(1, min(th, CHUNK_BYTES // (36 * c * tw * x.itemsize)))
-    for r0 in range(0, th, rows):
+    # chunks of tile rows: small enough to stay in cache, wide enough (MIN_TILES) for GEMM
+    rows = min(th, max(-(-MIN_TILES // tw), CHUNK_BYTES // (36 * c * tw * x.itemsize)))
+
+    def chunk(r0: int) -> None:
         r1 = min(th, r0 + rows)
         t = (r1 - r0) * tw
         d = scratch.buffer("wino.d", (6, 6, c, r1 - r0, tw), x.dtype)
@@ -66,6 +69,8 @@ def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) ->
         out = scratch.buffer("wino.y", (4, 4, m, r1 - r0, tw), x.dtype)
         np.matmul(kout, mm.reshape(36, m * t), out=out.reshape(16, m * t))
         _scatter(out, y, 4 * r0, min(ho, 4 * r1))
+
+    parallel.run_all(chunk, range(0, th, rows))
 
 
 def _scatter(tiles: np.ndarray, y: np.ndarray, lo: int, hi: int) -> None:
