@@ -71,29 +71,25 @@ class Compiled:
                              graph_mode=getattr(opts, "launch", "graph") == "graph")
         self.bases = self._allocate()
         self._upload_weights()
-        self._views: dict[str, Any] = {}   # device views of planned values, kept across runs
-        self._direct: set[int] | None = None
-        self._where: dict[str, Any] = {}
         self._kernels = kernel_tasks(self.schedule.order)
         self._index = {t.id: i for i, t in enumerate(self._kernels)}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
+        self._prepare()
+        self.bounds = lower_bound_us(self.tasks, self.profile)   # (lower bound, critical path)
 
-    @cached_property
-    def bounds(self) -> tuple[float, float]:
-        """(lower bound, critical path) of the makespan: fixed by the plan, so computed once."""
-        return lower_bound_us(self.tasks, self.profile)
+    def _prepare(self) -> None:
+        """What every run shares, worked out once: where each value lives, a view of each
+        (the pool does not move), and which kernels may compute into their output views."""
+        ctx = ExecContext(self.device, self.graph, self.tasks)
+        place(ctx, self.memory_plan, self.bases)
+        self._where, self._views = ctx.where, ctx.views
+        prime_views(ctx)
+        self._direct = direct_tasks(self.graph, self.tasks, self.schedule, ctx.where)
 
     def _context(self) -> ExecContext:
-        """A fresh run context that shares the cached views and the direct-write analysis."""
-        ctx = ExecContext(self.device, self.graph, self.tasks)
-        if self._direct is None:
-            place(ctx, self.memory_plan, self.bases)
-            self._where = ctx.where
-            ctx.views = self._views
-            prime_views(ctx)
-            self._direct = direct_tasks(self.graph, self.tasks, self.schedule, ctx.where)
-        ctx.views, ctx.direct, ctx.where, ctx.index = self._views, self._direct, self._where, self._index
-        return ctx
+        """A fresh run context sharing the prepared views, places and direct-write analysis."""
+        return ExecContext(self.device, self.graph, self.tasks, where=self._where, views=self._views,
+                           direct=self._direct, index=self._index)
 
     @cached_property
     def thread_plan(self) -> ThreadPlan:

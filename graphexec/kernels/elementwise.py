@@ -22,6 +22,10 @@ _FLOATS = (_F16, np.dtype(np.float32), np.dtype(np.float64))
 _FLT_MAX = 3.4028234663852886e38
 
 
+# ops that cannot raise a floating-point warning: no need to silence numpy around them
+_QUIET = {"Relu", "Neg", "Abs", "Sign", "Max", "Min", "Not", "And", "Or", "Xor", "Equal", "Where"}
+
+
 def _kernel(op: str, since: int = 1, until: int = 10_000,
             out: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` with numpy warnings silenced and 0-d results kept as ndarrays;
@@ -30,8 +34,11 @@ def _kernel(op: str, since: int = 1, until: int = 10_000,
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(fn)
         def kernel(ctx: OpContext, *xs: Any, **kw: Any) -> Any:
-            with np.errstate(all="ignore"):
+            if op in _QUIET:
                 res = fn(ctx, *xs, **kw)
+            else:
+                with np.errstate(all="ignore"):
+                    res = fn(ctx, *xs, **kw)
             return res if isinstance(res, np.ndarray) else np.asarray(res)
 
         register(op, since=since, until=until, out=out)(kernel)
@@ -53,7 +60,9 @@ def _into(out: np.ndarray | None, dtype: np.dtype, *xs: np.ndarray) -> np.ndarra
     """``out`` when the result (``dtype``, the inputs' broadcast shape) fits it exactly, else None."""
     if out is None or out.dtype != dtype:
         return None
-    shape = xs[0].shape if all(x.shape == xs[0].shape for x in xs) else np.broadcast_shapes(*(x.shape for x in xs))
+    shape = xs[0].shape
+    if len(xs) > 1 and any(x.shape != shape for x in xs):
+        shape = np.broadcast_shapes(*(x.shape for x in xs))
     return out if out.shape == shape else None
 
 
