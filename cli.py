@@ -9,13 +9,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, NoReturn, Sequence
 
 import numpy as np
 
 import graphexec as gx
+from graphexec._files import check_output, write_one
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
 
@@ -48,15 +48,28 @@ def _shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
 
 
 def _inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
-    feeds = {}
-    for name, path in _pairs(items, "--input").items():
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise UsageError(f"--input {name}: {path}: no such file") from None
-        except (ValueError, OSError) as e:
-            raise UsageError(f"--input {name}: {path}: not a .npy array file ({e})") from None
-    return feeds
+    return {name: _load_npy(name, path) for name, path in _pairs(items, "--input").items()}
+
+
+def _load_npy(name: str, path: str) -> np.ndarray:
+    where = f"--input {name}: {path}"
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except FileNotFoundError:
+        raise UsageError(f"{where}: no such file") from None
+    except OSError as e:
+        raise UsageError(f"{where}: cannot read: {e.strerror or e}") from None
+    if magic != b"\x93NUMPY":
+        raise UsageError(f"{where}: not a .npy array file (write one with numpy.save)")
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise UsageError(f"{where}: holds Python objects, which are not loaded; save a numeric array") from None
+        raise UsageError(f"{where}: not a readable .npy array file ({e})") from None
+    except (OSError, EOFError) as e:
+        raise UsageError(f"{where}: not a readable .npy array file ({e or 'truncated'})") from None
 
 
 def _streams(text: str | None) -> int | str | None:
@@ -68,24 +81,32 @@ def _streams(text: str | None) -> int | str | None:
         raise UsageError(f"--streams {text!r}: must be an integer >= 1 or 'auto'") from None
 
 
-def atomic_write(path: str, write: Callable[[str], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: no partial files."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(folder):
-        raise UsageError(f"{path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".graphexec-", suffix=Path(path).suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before the run, not after it, when an output cannot be written where asked."""
+    for option in ("save", "trace", "plot"):
+        path = getattr(args, option, None)
+        if path:
+            check_output(path, f"--{option}")
+    if getattr(args, "plot", None) and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
+        raise UsageError(f"--plot {args.plot}: the suffix picks the format; use one of {', '.join(PLOT_FORMATS)}")
+    profile = getattr(args, "profile", None)
+    if profile:
+        target = Path(profile)
+        if target.exists() and not target.is_dir():
+            raise UsageError(f"--profile {profile}: exists and is not a folder")
+        if not target.absolute().parent.is_dir():
+            raise UsageError(f"--profile {profile}: folder {target.absolute().parent} does not exist")
+
+
+def _savez(path: Path, arrays: dict[str, Any]) -> None:
+    with open(path, "wb") as f:  # a file object: np.savez would append .npz to a name without it
+        np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from graphexec.profiling.console import Progress
 
+    _check_outputs(args)
     graph = gx.load(args.model)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
                          launch=args.launch, threads=args.threads)
@@ -101,9 +122,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.update(3, "writing the profile")
             result.write_profile(args.profile)
     if args.save:
-        atomic_write(args.save, lambda tmp: np.savez(tmp, **{k: np.asarray(v) for k, v in result.outputs.items()}))
+        write_one(args.save, lambda tmp: _savez(tmp, result.outputs))
     if args.trace:
-        atomic_write(args.trace, lambda tmp: Path(tmp).write_text(json.dumps(result.trace)))
+        write_one(args.trace, lambda tmp: tmp.write_text(json.dumps(result.trace)))
     if args.json:
         print(json.dumps({"model": str(args.model), "device": session.profile.name,
                           "outputs": {k: _describe(v) for k, v in result.outputs.items()},
@@ -162,6 +183,7 @@ def _stream_list(text: str) -> list[int | str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    _check_outputs(args)
     graph = gx.load(args.model)
     counts = _stream_list(args.streams)
     feeds = _feeds_for(graph, args, gx.Session(graph, streams=1, device=args.device).profile)
@@ -175,7 +197,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from graphexec.profiling.plot import gantt
 
         titles = [f"{r.streams} stream(s), {r.policy}: {r.time_us:,.1f} us" for r in cmp.rows]
-        atomic_write(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, tmp))
+        write_one(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
         print(json.dumps(cmp.to_dict(), indent=2))
     else:
@@ -248,6 +270,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
+PLOT_FORMATS = (".png", ".svg", ".pdf")
 THREADS_HELP = "host threads for the kernels' math (default 1); outputs and device times do not change"
 
 
@@ -269,8 +292,15 @@ def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
         p.add_argument("--json", action="store_true", help="print JSON")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (exit 2) like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="graphexec", description="Run compute graphs on an emulated NPU runtime.")
+    p = _Parser(prog="graphexec", description="Run compute graphs on an emulated NPU runtime.")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model and print its outputs and device time")
     run.add_argument("model", help="an .onnx or .yaml/.yml graph")

@@ -32,6 +32,10 @@ class ExportError(GraphExecError):
     """A graph holds something the format it is written to cannot express."""
 
 
+class OutputError(GraphExecError):
+    """An output file or folder cannot be written where it was asked for."""
+
+
 class GraphError(GraphExecError):
     """The graph is structurally wrong: a cycle, a dangling input, a duplicate name."""
 

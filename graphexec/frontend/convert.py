@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import base64
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import onnx
 import yaml
 
+from graphexec._files import Writer, check_output, write_atomic, write_one
 from graphexec.errors import ExportError
 from graphexec.frontend.export import to_onnx, value_info
 from graphexec.frontend.onnx_meta import write_meta
@@ -135,34 +135,25 @@ def yaml_text(doc: dict[str, Any]) -> str:
 def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
     """Write ``graph`` to ``path`` (.yaml/.yml or .onnx); returns the files written.
 
-    Each file is written under a temporary name and renamed, so a failure leaves no
-    partial file; the .npz of big constants goes first, so the YAML never names a
-    missing file.
+    Each file is written under a temporary name and renamed only once all are written
+    (the .npz before the YAML), so a failure leaves no partial file and the YAML never
+    names a missing or stale .npz.
     """
     p = Path(path)
     if p.suffix not in (".onnx", ".yaml", ".yml"):
         raise ExportError(f"{p}: can write .yaml, .yml or .onnx, not {p.suffix or 'a file without a suffix'}")
-    if not p.parent.is_dir():
-        raise ExportError(f"{p}: folder {p.parent} does not exist")
+    check_output(p)
     if p.suffix == ".onnx":
         model = onnx_model(graph)
-        _replace(p, lambda tmp: onnx.save(model, tmp))
+        write_one(p, lambda tmp: onnx.save(model, str(tmp)))
         return [p]
     doc, arrays = yaml_data(graph, p.with_suffix(".npz").name)
-    written = [p]
-    if arrays:
-        written.append(p.with_suffix(".npz"))
-        _replace(written[1], lambda tmp: np.savez(tmp, **arrays))
-    _replace(p, lambda tmp: tmp.write_text(yaml_text(doc), encoding="utf-8"))
-    return written
+    outputs: list[tuple[Path, Writer]] = [(p.with_suffix(".npz"), lambda tmp: _savez(tmp, arrays))] if arrays else []
+    outputs.append((p, lambda tmp: tmp.write_text(yaml_text(doc), encoding="utf-8")))  # renamed last
+    write_atomic(outputs)
+    return [p] + [out for out, _ in outputs[:-1]]
 
 
-def _replace(path: Path, write: Callable[[Path], None]) -> None:
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=".graphexec-", suffix=path.suffix)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(path, "wb") as f:  # a file object: np.savez would append .npz to a name
+        np.savez(f, **arrays)

@@ -33,6 +33,9 @@ def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> None
         if not location:
             raise ModelLoadError(f"{where}: tensor {tensor.name!r} uses external data but names no file")
         path = folder / location
+        if not path.resolve().is_relative_to(folder.resolve()):  # as onnx: no reading outside the folder
+            raise ModelLoadError(f"{where}: tensor {tensor.name!r}: external data file {location!r} "
+                                 f"is outside the model's folder {folder}")
         if not path.is_file():
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: external data file {location!r} "
                                  f"does not exist in {folder}")

@@ -59,6 +59,7 @@ def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
         tg.deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
         for o in outs:
             writers[o] = {tid}
+    tg.flatten_aliases()
     return tg
 
 

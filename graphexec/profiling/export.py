@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphexec.errors import GraphExecError
+from graphexec._files import folder_mode
+from graphexec.errors import GraphExecError, OutputError
 from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
 from graphexec.profiling.timeline import timeline
 
@@ -41,14 +42,20 @@ def write_profile(result: "Result", folder: str | os.PathLike[str]) -> list[Path
         raise GraphExecError(f"{folder}: exists and is not a folder")
     if not target.parent.is_dir():
         raise GraphExecError(f"{folder}: folder {target.parent} does not exist")
-    tmp = tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-")
+    try:
+        tmp = tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-")
+    except OSError as e:
+        raise OutputError(f"{folder}: cannot write: {e.strerror or e}") from None
     try:
         _write_all(result, tmp)
+        os.chmod(tmp, folder_mode())  # mkdtemp makes 0700; the profile gets the usual mode
         if not target.exists():
             os.rename(tmp, target)
         else:
             for name in FILES:
                 os.replace(os.path.join(tmp, name), target / name)
+    except OSError as e:
+        raise OutputError(f"{folder}: cannot write: {e.strerror or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return [target / name for name in FILES]
