@@ -12,10 +12,14 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import sys
+from pathlib import Path
 
 import onnx
 
-import graphexec as gx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
+
+import graphexec as gx  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 

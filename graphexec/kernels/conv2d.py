@@ -124,26 +124,43 @@ def _gemm(w2: np.ndarray, x2: np.ndarray, y2: np.ndarray) -> None:
 
 def _depthwise(x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray) -> None:
     """One filter per channel: per-channel columns, then a (1 x K) @ (K x P) product per
-    channel, all in one batched matmul (measured faster than a multiply-add per tap)."""
+    channel, all in one batched matmul (measured faster than a multiply-add per tap).
+    With stride 1 the columns are taken on the padded width: each tap is then one
+    contiguous run of every channel's flattened padded image, and the extra columns of
+    the result are dropped at the end (1.5-2x faster on ShuffleNet's 14x14 and 28x28)."""
     c = x.shape[0]
     (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dil
     ho, wo = geo.out
-    xp = scratch.padded("conv.x", x, tuple(geo.begin), geo.padded_shape())
+    hp, wp = geo.padded_shape()
+    taps = w.reshape(c, 1, kh * kw)
+    if sh == sw == 1:
+        xf = scratch.padded("conv.x", x, tuple(geo.begin), (hp + 1, wp)).reshape(c, -1)
+        n = ho * wp
+        cols = scratch.buffer("conv.cols", (c, kh * kw, n), x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                off = i * dh * wp + j * dw
+                cols[:, i * kw + j] = xf[:, off:off + n]
+        wide = scratch.buffer("conv.wide", (c, 1, n), x.dtype)
+        np.matmul(taps, cols, out=wide)
+        y[...] = wide.reshape(c, ho, wp)[:, :, :wo]
+        return
+    xp = scratch.padded("conv.x", x, tuple(geo.begin), (hp, wp))
     cols = scratch.buffer("conv.cols", (c, kh, kw, ho, wo), x.dtype)
     for i in range(kh):
         for j in range(kw):
             top, left = i * dh, j * dw
             cols[:, i, j] = xp[:, top:top + (ho - 1) * sh + 1:sh, left:left + (wo - 1) * sw + 1:sw]
-    np.matmul(w.reshape(c, 1, kh * kw), cols.reshape(c, kh * kw, ho * wo), out=y.reshape(c, 1, ho * wo))
+    np.matmul(taps, cols.reshape(c, kh * kw, ho * wo), out=y.reshape(c, 1, ho * wo))
 
 
 def _grouped(x: np.ndarray, w: np.ndarray, groups: int, geo: Geometry, y: np.ndarray) -> None:
-    """The dense path once per group, on the group's channels."""
+    """The dense path once per group, on the group's channels; a 1x1 convolution is one
+    batched matmul over the groups."""
     mg, cg = w.shape[0] // groups, w.shape[1]
+    if geo.kernel == [1, 1] and geo.strides == [1, 1] and geo.begin == [0, 0] and list(x.shape[1:]) == geo.out:
+        np.matmul(w.reshape(groups, mg, cg), x.reshape(groups, cg, -1), out=y.reshape(groups, mg, -1))
+        return
     for g in range(groups):
         xg, wg, yg = x[g * cg:(g + 1) * cg], w[g * mg:(g + 1) * mg], y[g * mg:(g + 1) * mg]
-        if geo.kernel == [1, 1] and geo.strides == [1, 1] and geo.begin == [0, 0] \
-                and list(x.shape[1:]) == geo.out:
-            np.matmul(wg.reshape(mg, cg), xg.reshape(cg, -1), out=yg.reshape(mg, -1))
-        else:
-            _im2col_gemm(xg, wg.reshape(mg, -1), geo, yg.reshape(mg, -1))
+        _im2col_gemm(xg, wg.reshape(mg, -1), geo, yg.reshape(mg, -1))

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 from onnx import TensorProto, helper
 
+from graphexec.kernels import scratch
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 _F16 = np.dtype(np.float16)
@@ -81,7 +82,7 @@ _UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 _UNARY_NUM: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Neg": np.negative, "Abs": np.absolute, "Sign": np.sign,
-    "Relu": lambda x, out=None: np.maximum(x, 0, out=out),
+    "Relu": lambda x, out=None: np.maximum(x, scratch.constant(0, x.shape, x.dtype), out=out),
 }
 
 

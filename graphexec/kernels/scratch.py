@@ -17,6 +17,7 @@ import numpy as np
 
 MAX_KEPT = 128 * 1024 * 1024
 _local = threading.local()
+_constants: dict[tuple, np.ndarray] = {}
 
 
 def buffer(slot: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -51,6 +52,21 @@ def padded(slot: str, x: np.ndarray, begin: tuple[int, ...], shape: tuple[int, .
     xp[:, top:top + h, left + w:] = value
     xp[:, top:top + h, left:left + w] = x
     return xp
+
+
+def constant(value: float | int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A read-only array of ``shape`` full of ``value``. numpy's min/max loops are several
+    times faster on two arrays than on an array and a scalar (measured: Relu 94 -> 34 us
+    on 1x24x112x112 float32), and the result is the same."""
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    key = (dtype.str, value)
+    arr = _constants.get(key)
+    if arr is None or arr.size < n:
+        arr = np.full(max(n, 1024), value, dtype)
+        arr.flags.writeable = False
+        _constants[key] = arr
+    return arr[:n].reshape(shape)
 
 
 def release() -> None:
