@@ -62,13 +62,15 @@ def _weight(tasks: TaskGraph, tid: int, profile: Any) -> float:
 def chain_cover(tasks: TaskGraph) -> list[list[int]]:
     """A minimum path cover of the transitive reduction (Nimble): matched edges chain tasks."""
     dag = nx.transitive_reduction(task_dag(tasks))
-    bip = nx.DiGraph()
-    left = [("o", n) for n in dag.nodes]
+    # task n's "out" side is n, its "in" side ~n: int nodes hash the same in every process
+    # (string tuples do not), so the matching, and the streams, do not depend on the hash seed
+    bip = nx.Graph()
+    left = sorted(dag.nodes)
     bip.add_nodes_from(left, bipartite=0)
-    bip.add_nodes_from((("i", n) for n in dag.nodes), bipartite=1)
-    bip.add_edges_from((("o", u), ("i", v)) for u, v in dag.edges)
-    matching = nx.bipartite.hopcroft_karp_matching(bip.to_undirected(), top_nodes=left)
-    nxt = {u[1]: v[1] for u, v in matching.items() if u[0] == "o"}
+    bip.add_nodes_from((~n for n in left), bipartite=1)
+    bip.add_edges_from(sorted((u, ~v) for u, v in dag.edges))
+    matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=left)
+    nxt = {u: ~v for u, v in matching.items() if u >= 0}
     has_prev = set(nxt.values())
     chains = []
     for t in tasks.tasks:
