@@ -6,6 +6,6 @@ Importing this package registers every own kernel.
 from graphexec.kernels import registry
 from graphexec.kernels.registry import OpContext, Unsupported, lookup, register
 
-from graphexec.kernels import conv, elementwise, nn, norm, pool, reduce, resize, tensor  # noqa: F401,E402  (register kernels)
+from graphexec.kernels import conv, elementwise, nn, norm, pool, reduce, resize, selection, tensor  # noqa: F401,E402  (register kernels)
 
 __all__ = ["OpContext", "Unsupported", "lookup", "register", "registry"]

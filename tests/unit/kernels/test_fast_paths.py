@@ -10,7 +10,6 @@ import pytest
 
 import graphexec.kernels.conv as conv_mod
 from graphexec.kernels import conv2d, nn, parallel, pool, scratch, tensor, winograd
-from graphexec.kernels.elementwise import _ARITH  # noqa: F401  (registers the elementwise kernels)
 from graphexec.kernels.registry import OpContext, lookup
 
 RNG = np.random.default_rng(0)
