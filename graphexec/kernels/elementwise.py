@@ -82,7 +82,8 @@ _UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 _UNARY_NUM: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Neg": np.negative, "Abs": np.absolute, "Sign": np.sign,
-    "Relu": lambda x, out=None: np.maximum(x, scratch.constant(0, x.shape, x.dtype), out=out),
+    "Relu": lambda x, out=None: np.maximum(x, 0 if x.size < 4096 else scratch.constant(0, x.shape, x.dtype),
+                                           out=out),
 }
 
 
