@@ -53,6 +53,8 @@ def _inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
 
 def _load_npy(name: str, path: str) -> np.ndarray:
     where = f"--input {name}: {path}"
+    if os.path.exists(path) and not os.path.isfile(path):  # a pipe would block, a device never end
+        raise UsageError(f"{where}: not a regular file")
     try:
         with open(path, "rb") as f:
             magic = f.read(6)

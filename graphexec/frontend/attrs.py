@@ -7,6 +7,8 @@ from typing import Any
 import onnx
 from onnx import numpy_helper
 
+from graphexec.errors import ModelLoadError
+
 
 def decode_attr(a: onnx.AttributeProto) -> Any:
     """One attribute as a Python value: str for strings, ndarray for tensors."""
@@ -28,5 +30,18 @@ def decode_attr(a: onnx.AttributeProto) -> Any:
 
 
 def decode_attrs(node: onnx.NodeProto) -> dict[str, Any]:
-    """All attributes of a node, decoded; ``ref_attr_name`` ones are left to the fallback."""
-    return {a.name: decode_attr(a) for a in node.attribute if not a.ref_attr_name}
+    """All attributes of a node, decoded; ``ref_attr_name`` ones are left to the fallback.
+
+    Raises:
+        ModelLoadError: an attribute cannot be decoded (a malformed tensor, an unknown type).
+    """
+    out = {}
+    for a in node.attribute:
+        if a.ref_attr_name:
+            continue
+        try:
+            out[a.name] = decode_attr(a)
+        except (ValueError, TypeError, KeyError) as e:
+            raise ModelLoadError(f"node {node.name or node.op_type} ({node.op_type}): attribute {a.name!r} "
+                                 f"is malformed: {e}") from None
+    return out

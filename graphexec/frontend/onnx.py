@@ -17,8 +17,8 @@ from onnx import numpy_helper
 
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
-from graphexec.frontend.onnx_checks import (check_depth, check_dims, check_no_external_data, load_external_data,
-                                            parse_failure)
+from graphexec.frontend.onnx_checks import (check_depth, check_dims, check_no_external_data, check_schema, check_text,
+                                            load_external_data, parse_failure)
 from graphexec.frontend.onnx_meta import read_meta
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 
@@ -30,7 +30,12 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise ModelLoadError(f"{p}: no such file")
     if p.is_dir():
         raise ModelLoadError(f"{p}: is a directory, not an ONNX file")
-    data = p.read_bytes()
+    if not p.is_file():  # a device or a pipe (/dev/zero) would be read forever
+        raise ModelLoadError(f"{p}: not a regular file")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ModelLoadError(f"{p}: cannot read: {e.strerror or e}") from None
     if not data:
         raise ModelLoadError(f"{p}: the file is empty")
     model = parse_model(data, str(p))
@@ -51,11 +56,14 @@ def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
 
 
 def tensor_type(tp: onnx.TypeProto) -> TensorType:
-    """TypeProto to TensorType; unknown parts stay None."""
+    """TypeProto to TensorType; unknown parts stay None, an element type onnx does not know is an error."""
     which = tp.WhichOneof("value")
     if which == "tensor_type":
         tt = tp.tensor_type
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
+        except (KeyError, TypeError):
+            raise ModelLoadError(f"element type {tt.elem_type} is not one onnx knows") from None
         shape = None
         if tt.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
@@ -133,6 +141,7 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
     g = model.graph
     for i, n in enumerate(g.node):  # first: the checks below walk subgraphs recursively
         check_depth(n, n.name or f"{n.op_type}_{i}", source)
+    check_text(model, source)
     check_no_external_data(model, source)
     for vi in g.input:
         check_dims(vi, "input", source)
@@ -141,6 +150,9 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
     for init in g.initializer:
         try:
             arr = numpy_helper.to_array(init)
+        except KeyError:
+            raise ModelLoadError(f"{source}: initializer {init.name!r} has data type {init.data_type}, "
+                                 "which onnx does not know") from None
         except (ValueError, TypeError) as e:
             raise ModelLoadError(f"{source}: initializer {init.name!r} is malformed: {e}") from None
         graph.values[init.name] = Value(init.name, TensorType(arr.dtype, arr.shape), arr)
@@ -150,27 +162,42 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
         if vi.name in graph.values:  # old-style graphs list initializers as inputs too
             continue
         graph.inputs.append(vi.name)
-        graph.values[vi.name] = Value(vi.name, tensor_type(vi.type))
+        graph.values[vi.name] = Value(vi.name, _declared(vi, source))
     for i, n in enumerate(g.node):
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.output) == 1:
-            arr = _constant_value(n)
+            try:
+                arr = _constant_value(n)
+            except (ValueError, TypeError, KeyError) as e:
+                raise ModelLoadError(f"{source}: node {n.name or i} (Constant): its value is malformed: {e}") from None
             if arr is not None:
                 graph.values[n.output[0]] = Value(n.output[0], TensorType(arr.dtype, arr.shape), arr)
                 continue
-        graph.nodes.append(node_from_proto(i, n))
+        name = n.name or f"{n.op_type}_{i}"
+        check_schema(n, name, graph.opsets, source)
+        try:
+            graph.nodes.append(node_from_proto(i, n))
+        except ModelLoadError as e:  # an attribute that cannot be decoded
+            raise ModelLoadError(f"{source}: {e}") from None
         for o in n.output:
             if o:
                 graph.value(o)
     for vi in list(g.value_info) + list(g.output):
         v = graph.value(vi.name)
         if v.const is None and vi.type.WhichOneof("value"):
-            v.type = tensor_type(vi.type)
+            v.type = _declared(vi, source)
     graph.outputs = [o.name for o in g.output]
     read_meta(model, graph)
     _check_names(graph, source)
     topological_sort(graph)
     verify(graph)
     return graph
+
+
+def _declared(vi: onnx.ValueInfoProto, where: str) -> TensorType:
+    try:
+        return tensor_type(vi.type)
+    except ModelLoadError as e:
+        raise ModelLoadError(f"{where}: value {vi.name!r}: {e}") from None
 
 
 def _check_names(graph: Graph, where: str) -> None:

@@ -5,6 +5,7 @@ Each raises ModelLoadError with one line naming the file and the tensor, node or
 
 from __future__ import annotations
 
+import functools
 import warnings
 from pathlib import Path
 
@@ -73,6 +74,75 @@ def check_depth(node: onnx.NodeProto, name: str, where: str = "") -> None:
     if subgraph_depth(node) > MAX_SUBGRAPH_DEPTH:
         raise ModelLoadError(f"{where + ': ' if where else ''}node {name} ({node.op_type}) nests subgraphs more than {MAX_SUBGRAPH_DEPTH} "
                              f"levels deep; graphexec supports at most {MAX_SUBGRAPH_DEPTH}")
+
+
+def check_text(model: onnx.ModelProto, where: str) -> None:
+    """Names must be text: protobuf hands over a name that is not valid UTF-8 as bytes."""
+    def bad(what: str, value: object) -> ModelLoadError:
+        return ModelLoadError(f"{where}: not a valid ONNX file: {what} {value!r} is not UTF-8 text")
+
+    for o in model.opset_import:
+        if not isinstance(o.domain, str):
+            raise bad("opset domain", o.domain)
+    for p in model.metadata_props:
+        if not isinstance(p.key, str) or not isinstance(p.value, str):
+            raise bad("metadata entry", p.key)
+    graphs = [model.graph]
+    while graphs:  # depth was checked first, so this list stays small
+        g = graphs.pop()
+        for vi in (*g.input, *g.output, *g.value_info, *g.initializer):
+            if not isinstance(vi.name, str):
+                raise bad("value name", vi.name)
+        for n in g.node:
+            for text in (n.name, n.op_type, n.domain, *n.input, *n.output):
+                if not isinstance(text, str):
+                    raise bad(f"a field of node {n.name!r}", text)
+            graphs.extend(sub for a in n.attribute for sub in ([a.g] if a.HasField("g") else list(a.graphs)))
+
+
+@functools.cache
+def _schema(op: str, domain: str, version: int) -> onnx.defs.OpSchema | None:
+    try:
+        return onnx.defs.get_schema(op, version, domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def schema_problem(node: onnx.NodeProto, opsets: dict[str, int]) -> str | None:
+    """What the op's schema forbids in ``node`` (input/output count, a required input left out,
+    an attribute of the wrong type), or None; ops without a schema are the kernels' business."""
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    schema = _schema(node.op_type, domain, opsets.get(domain, 1))
+    if schema is None:
+        return None
+    for what, names, low, high in (("inputs", node.input, schema.min_input, schema.max_input),
+                                   ("outputs", node.output, schema.min_output, schema.max_output)):
+        if not low <= len(names) <= high:
+            span = f"{low}" if low == high else f"{low} to {high}" if high < 2**31 - 1 else f"at least {low}"
+            return f"has {len(names)} {what}; {node.op_type}-{schema.since_version} takes {span}"
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for i, (name, formal) in enumerate(zip(node.input, schema.inputs)):
+        if not name and formal.option == single:
+            return f"leaves out input {i} ({formal.name!r}), which {node.op_type} requires"
+    for a in node.attribute:
+        want = schema.attributes.get(a.name)
+        if want is not None and a.type and a.type != want.type.value and not a.ref_attr_name:
+            return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want.type.value)}"
+    return None
+
+
+def check_schema(node: onnx.NodeProto, name: str, opsets: dict[str, int], where: str) -> None:
+    """Raise ModelLoadError when the op's schema forbids what ``node`` does (see schema_problem)."""
+    problem = schema_problem(node, opsets)
+    if problem:
+        raise ModelLoadError(f"{where}: node {name} ({node.op_type}) {problem}")
+
+
+def _type_name(t: int) -> str:
+    try:
+        return onnx.AttributeProto.AttributeType.Name(t)
+    except ValueError:
+        return f"type {t}"
 
 
 def check_dims(vi: onnx.ValueInfoProto, what: str, where: str) -> None:

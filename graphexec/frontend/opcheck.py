@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
 import onnx
 from onnx import helper
 
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.export import node_proto
 from graphexec.frontend.onnx import node_from_proto
+from graphexec.frontend.onnx_checks import schema_problem
 from graphexec.ir import Graph, Node
 from graphexec.kernels import registry
 from graphexec.kernels.custom import domains_of, lookup_custom
@@ -105,6 +107,10 @@ def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
                 del node.attrs[key]
             else:
                 node.attrs[key] = _coerce(node.attrs[key], schema.attributes[key].type)
+                problem = attr_type_problem(node.attrs[key], schema.attributes[key].type)
+                if problem:
+                    issues.append((("attributes", key), f"node {node}: attribute {key!r} {problem}"))
+                    del node.attrs[key]
         issues += [((), f"node {node}: missing required attribute {key!r}")
                    for key, a in schema.attributes.items() if a.required and key not in node.attrs]
     try:
@@ -113,6 +119,9 @@ def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
         return node, issues + [(("attributes",), f"node {node}: attributes cannot be encoded as ONNX: {e}")]
     except ModelLoadError as e:  # subgraphs nested too deep
         return node, issues + [(("attributes",), str(e))]
+    problem = schema_problem(full.proto, graph.opsets)
+    if problem and not issues:
+        issues.append((("inputs",), f"node {full} {problem}"))
     full.meta = node.meta
     return full, issues
 
@@ -143,3 +152,34 @@ def _coerce(value: Any, attr_type: Any) -> Any:
     if attr_type == A.FLOATS and isinstance(value, list):
         return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
     return value
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer))  # a bool too: ``keepdims: true`` means 1
+
+
+def _is_number(v: Any) -> bool:
+    return _is_int(v) or isinstance(v, (float, np.floating))
+
+
+_A = onnx.defs.OpSchema.AttrType
+_ATTR_CHECKS: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    _A.INT: (_is_int, "an int"),
+    _A.FLOAT: (_is_number, "a number"),
+    _A.STRING: (lambda v: isinstance(v, (str, bytes)), "a string"),
+    _A.INTS: (lambda v: isinstance(v, (list, tuple)) and all(map(_is_int, v)), "a list of ints"),
+    _A.FLOATS: (lambda v: isinstance(v, (list, tuple)) and all(map(_is_number, v)), "a list of numbers"),
+    _A.STRINGS: (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (str, bytes)) for x in v),
+                 "a list of strings"),
+    _A.TENSOR: (lambda v: isinstance(v, np.ndarray), "a tensor ({tensor: {dtype, shape, value}})"),
+    _A.GRAPH: (lambda v: isinstance(v, onnx.GraphProto), "a graph ({graph: BASE64})"),
+}
+
+
+def attr_type_problem(value: Any, attr_type: Any) -> str | None:
+    """Why ``value`` cannot be an attribute of the schema's ``attr_type``, or None when it can."""
+    check = _ATTR_CHECKS.get(attr_type)
+    if check is None or check[0](value):
+        return None
+    text = repr(value)
+    return f"must be {check[1]}, not {text if len(text) <= 40 else text[:37] + '...'}"

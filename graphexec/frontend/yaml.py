@@ -56,10 +56,14 @@ def check_yaml(path: str | os.PathLike[str]) -> tuple[Graph | None, list[Problem
         raise ModelLoadError(f"{p}: no such file")
     if p.is_dir():
         raise ModelLoadError(f"{p}: is a directory, not a YAML graph")
+    if not p.is_file():  # a device or a pipe would be read forever
+        raise ModelLoadError(f"{p}: not a regular file")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ModelLoadError(f"{p}: not a UTF-8 text file") from None
+    except OSError as e:
+        raise ModelLoadError(f"{p}: cannot read: {e.strerror or e}") from None
     return check_text(text, str(path), p.parent)
 
 

@@ -17,6 +17,7 @@ import onnx
 from graphexec.frontend.yaml_schema import DTYPES, TensorSpec
 from graphexec.ir import TensorType
 
+GENERATED_MAX_BYTES = 1 << 30  # hostile shapes must not fill the host's memory while loading
 _TAGS = ("tensor", "graph", "graphs", "ints", "floats", "strings")
 
 
@@ -78,11 +79,22 @@ def _static_shape(spec: TensorSpec) -> tuple[int, ...] | None:
     return tuple(spec.shape)
 
 
+def _generated_shape(spec: TensorSpec) -> tuple[int, ...] | None:
+    """The static shape of a constant graphexec fills or draws, checked before it is allocated."""
+    shape = _static_shape(spec)
+    if shape is not None and spec.dtype is not None:
+        t = TensorType(np_dtype(spec.dtype), shape)
+        if t.is_static and t.nbytes > GENERATED_MAX_BYTES:
+            raise ValueError(f"{t} needs {t.nbytes} bytes; a constant filled from a value or drawn at random "
+                             f"may take at most {GENERATED_MAX_BYTES} (keep bigger ones in a file)")
+    return shape
+
+
 def _from_value(spec: TensorSpec) -> np.ndarray:
     if spec.dtype is None:
         raise ValueError("a value needs a dtype")
     arr = np.array(spec.value, dtype=np_dtype(spec.dtype))
-    shape = _static_shape(spec)
+    shape = _generated_shape(spec)
     if shape is None or arr.shape == shape:
         return arr
     if arr.ndim == 0:
@@ -114,7 +126,7 @@ def _from_file(name: str, spec: TensorSpec, base: Path) -> np.ndarray:
 
 
 def _from_random(spec: TensorSpec) -> np.ndarray:
-    shape = _static_shape(spec)
+    shape = _generated_shape(spec)
     if shape is None or spec.dtype is None or np_dtype(spec.dtype).kind != "f":
         raise ValueError("random values need a float dtype and a shape")
     r = spec.random

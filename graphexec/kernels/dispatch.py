@@ -63,7 +63,7 @@ class NodeRunner:
                 return {o: np.asarray(v) if isinstance(v, np.generic) else v for o, v in zip(node.outputs, outs) if o}
             except Unsupported:
                 self.uses_fallback = True  # this case is the reference's, now and on later runs
-            except (ValueError, TypeError, IndexError, FloatingPointError, MemoryError) as e:
+            except (ValueError, TypeError, LookupError, ArithmeticError, MemoryError) as e:  # bad values, not bugs
                 shapes = ", ".join(f"{np.shape(a)}" for a in args if a is not None)
                 raise KernelError(f"node {node}: kernel {node.op} failed on inputs {shapes}: {e}") from None
         try:

@@ -103,6 +103,8 @@ def _bn_coefficients(ctx: OpContext, dt: np.dtype, ndim: int, *params: np.ndarra
 def _softmax_frame(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, int]:
     """(view, axis) to normalize over: opset < 13 flattens to 2-d at ``axis``, 13+ is per-axis."""
     axis = int(ctx.attr("axis", 1 if ctx.opset < 13 else -1))
+    if x.size == 0:  # max() has nothing to reduce; the reference returns the empty tensor
+        raise Unsupported(f"{ctx.op}: empty input")
     if not -x.ndim <= axis < max(x.ndim, 1):
         raise Unsupported(f"{ctx.op}: axis {axis} for rank {x.ndim}")
     axis %= max(x.ndim, 1)

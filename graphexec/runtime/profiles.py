@@ -175,6 +175,8 @@ def load_profile(name_or_path: str | Path | DeviceProfile) -> DeviceProfile:
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise DeviceError(f"unknown device {str(name_or_path)!r}; known: {', '.join(known)} "
                           "(or give a .yaml/.yml profile path)")
+    if path.exists() and not path.is_file():  # a folder, a device or a pipe
+        raise DeviceError(f"{path}: cannot read device profile: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

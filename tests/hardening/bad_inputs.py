@@ -48,8 +48,23 @@ def small_models() -> dict[str, onnx.ModelProto]:
     cond = helper.make_tensor_value_info
     branch = lambda op, out: helper.make_graph(  # noqa: E731
         [helper.make_node(op, ["x"], [out])], f"{op}_branch", [], [cond(out, TensorProto.FLOAT, [2, 3])])
+    shape_ops = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                 helper.make_node("Concat", ["s", "minus1"], ["s3"], axis=0, name="cat"),
+                 helper.make_node("Reshape", ["x", "s3"], ["r"], name="reshape"),
+                 helper.make_node("Transpose", ["r"], ["t"], perm=[2, 1, 0], name="tr"),
+                 helper.make_node("Expand", ["t", "s3"], ["e"], name="expand"),
+                 helper.make_node("ReduceSum", ["e", "last"], ["y"], keepdims=0, name="sum")]
+    conv = [helper.make_node("Reshape", ["x", "nchw"], ["img"], name="to_nchw"),
+            helper.make_node("Conv", ["img", "k"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+            helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="pool"),
+            helper.make_node("Reshape", ["p", "back"], ["y"], name="back")]
     return {
         "relu": relu_model(),
+        "shapes": model(shape_ops, initializers=[numpy_helper.from_array(np.array([1], np.int64), "minus1"),
+                                                  numpy_helper.from_array(np.array([2], np.int64), "last")]),
+        "conv": model(conv, initializers=[numpy_helper.from_array(np.array([1, 1, 2, 3], np.int64), "nchw"),
+                                          numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "k"),
+                                          numpy_helper.from_array(np.array([2, 3], np.int64), "back")]),
         "mlp": model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
                       helper.make_node("Add", ["h", "b"], ["a"], name="add"),
                       helper.make_node("Tanh", ["a"], ["y"], name="act")], initializers=[w, b]),
@@ -177,3 +192,17 @@ def device_profile(folder: Path, **fields: object) -> Path:
             target = target[part]
         target[leaf] = value
     return write(folder, "device.yaml", yaml.safe_dump(data))
+
+
+def with_elem_type(elem_type: int) -> onnx.ModelProto:
+    """relu_model whose input declares an element type number onnx may not know."""
+    m = relu_model()
+    m.graph.input[0].type.tensor_type.elem_type = elem_type
+    return m
+
+
+def with_initializer_type(data_type: int) -> onnx.ModelProto:
+    """An Add whose initializer claims the data type number ``data_type``."""
+    t = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    t.data_type = data_type
+    return model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], initializers=[t])

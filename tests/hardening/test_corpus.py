@@ -48,6 +48,12 @@ def _device(**fields: object) -> Callable[[Path], list]:
     return lambda d: ["run", B.write(d, "relu.onnx", B.relu_model()), "--device", B.device_profile(d, **fields)]
 
 
+def _link(d: Path, name: str) -> Path:
+    """A link named like a model file that points at /dev/zero (reading it would never end)."""
+    (d / name).symlink_to("/dev/zero")
+    return d / name
+
+
 def _cut_npy(d: Path) -> Path:
     np.save(d / "whole.npy", np.zeros((2, 3), np.float32))
     return B.write(d, "cut.npy", (d / "whole.npy").read_bytes()[:-16])
@@ -63,6 +69,7 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
     ("not_a_file", lambda d: ["run", d / "nope.onnx"], "{d}/nope.onnx: no such file"),
     ("directory", lambda d: ["run", d], "{d}: is a directory, not an ONNX file"),
     ("empty", _onnx("empty.onnx", b""), "{d}/empty.onnx: the file is empty"),
+    ("endless_device", lambda d: ["run", _link(d, "zero.onnx")], "{d}/zero.onnx: not a regular file"),
     ("random_bytes", _onnx("noise.onnx", B.random_bytes()), "{d}/noise.onnx: " + CORRUPT),
     ("truncated", _onnx("cut.onnx", B.truncated(RELU)), "{d}/cut.onnx: " + CORRUPT),
     ("bit_flip_wire", _onnx("flip.onnx", B.bit_flipped(RELU, 2, 7)), "{d}/flip.onnx: " + CORRUPT),
@@ -76,9 +83,9 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
      "{d}/m.onnx: value 'y' is written twice (again by node r2 (Relu))"),
     ("duplicate_graph_output", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"], name="r")], outputs=("y", "y"))),
      "{d}/m.onnx: graph output 'y' is listed twice"),
-    ("cycle", _onnx("m.onnx", B.model([mk("Relu", ["x", "b"], ["a"], name="A"), mk("Relu", ["a"], ["b"], name="B"),
+    ("cycle", _onnx("m.onnx", B.model([mk("Add", ["x", "b"], ["a"], name="A"), mk("Relu", ["a"], ["b"], name="B"),
                                         mk("Relu", ["a"], ["y"], name="C")])),
-     "{d}/m.onnx: the graph has a cycle: A (Relu) -> B (Relu) -> A (Relu)"),
+     "{d}/m.onnx: the graph has a cycle: A (Add) -> B (Relu) -> A (Add)"),
     ("initializer_raw_size", _onnx("m.onnx", B.mismatched_initializer(raw=True)),
      "{d}/m.onnx: initializer 'w' is malformed: cannot reshape array of size 4 into shape (2,3)"),
     ("initializer_float_data", _onnx("m.onnx", B.mismatched_initializer(raw=False)),
@@ -96,6 +103,25 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
     ("subgraphs_past_protobuf", _onnx("m.onnx", B.nested_ifs(100)),
      "{d}/m.onnx: not a valid ONNX file: its messages nest deeper than protobuf parses "
      "(subgraphs may nest at most 24 levels)"),
+    # found by the fuzzers (test_fuzz.py), each fixed where it belongs
+    ("fuzz_name_not_utf8", _onnx("m.onnx", B.flip_in(RELU, b"\n\x01y\x12", 2, 7)),
+     "{d}/m.onnx: not a valid ONNX file: value name b'\\xf9' is not UTF-8 text"),
+    ("fuzz_unknown_elem_type", _onnx("m.onnx", B.with_elem_type(29)),
+     "{d}/m.onnx: value 'x': element type 29 is not one onnx knows"),
+    ("fuzz_unknown_data_type", _onnx("m.onnx", B.with_initializer_type(33)), "{d}/m.onnx: initializer 'w' has data type 33, "
+     "which onnx does not know"),
+    ("fuzz_required_input_left_out", _onnx("m.onnx", B.model([mk("Mul", ["x", ""], ["y"], name="mul")])),
+     "{d}/m.onnx: node mul (Mul) leaves out input 1 ('B'), which Mul requires"),
+    ("fuzz_too_many_inputs", _onnx("m.onnx", B.model([mk("Relu", ["x", "x"], ["y"], name="r")])),
+     "{d}/m.onnx: node r (Relu) has 2 inputs; Relu-14 takes 1"),
+    ("fuzz_attribute_wrong_type", _onnx("m.onnx", B.model([mk("Softmax", ["x"], ["y"], name="sm", axis=1.5)])),
+     "{d}/m.onnx: node sm (Softmax) attribute 'axis' is FLOAT, the op takes INT"),
+    ("fuzz_yaml_attribute_empty_list", _yaml(B.yaml_graph(replace={"outputs: [y]}": "outputs: [y], attributes: {axis: []}}",
+                                                                   "op: Relu": "op: Softmax"})),
+     "{d}/g.yaml:8:70: node act (Softmax): attribute 'axis' must be an int, not []"),
+    ("fuzz_yaml_attribute_huge_float", _yaml(B.yaml_graph(replace={"outputs: [y]}": "outputs: [y], attributes: "
+                                                                   "{axis: 3.4e38}}", "op: Relu": "op: Softmax"})),
+     "{d}/g.yaml:8:70: node act (Softmax): attribute 'axis' must be an int, not 3.4e+38"),
     # hostile sizes
     ("dims_overflow_int64", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"])], shape=[2**40, 2**40])),
      "ACL_ERROR_RT_MEMORY_ALLOCATION (207001): input 'x' float32[1099511627776x1099511627776] needs "
@@ -109,6 +135,16 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
      "int64; device ascend910 has 34359738368 bytes"),
     # YAML graphs
     ("yaml_missing", lambda d: ["run", d / "nope.yaml"], "{d}/nope.yaml: no such file"),
+    ("yaml_endless_device", lambda d: ["run", _link(d, "zero.yaml")], "{d}/zero.yaml: not a regular file"),
+    ("yaml_huge_fill", _yaml(B.yaml_graph(replace={"  x: {dtype: float32, shape: [2, 3]}": "  x: {dtype: float32, "
+                                                   "shape: [2, 3]}\n  w: {dtype: float32, shape: [65536, 65536], value: 0}"})),
+     "{d}/g.yaml:7:46: tensor 'w': float32[65536x65536] needs 17179869184 bytes; a constant filled from a value or "
+     "drawn at random may take at most 1073741824 (keep bigger ones in a file)"),
+    ("yaml_huge_random", _yaml(B.yaml_graph(replace={"  x: {dtype: float32, shape: [2, 3]}": "  x: {dtype: float32, "
+                                                     "shape: [2, 3]}\n  w: {dtype: float32, shape: [2147483648, "
+                                                     "2147483648], random: {seed: 1}}"})),
+     "{d}/g.yaml:7:56: tensor 'w': float32[2147483648x2147483648] needs 18446744073709551616 bytes; a constant "
+     "filled from a value or drawn at random may take at most 1073741824 (keep bigger ones in a file)"),
     ("yaml_not_yaml", _yaml("name: [relu\n"), "{d}/g.yaml:2:1: invalid YAML: expected ',' or ']', but got '<stream end>'"),
     ("yaml_binary", _yaml(B.random_bytes(64)), "{d}/g.yaml: not a UTF-8 text file"),
     ("yaml_empty", _yaml(""), "{d}/g.yaml:1:1: the file is empty; a graph needs at least name, outputs and nodes"),
@@ -136,6 +172,8 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
     ("feed_truncated_npy", lambda d: _relu("--input", f"x={_cut_npy(d)}")(d),
      "--input x: {d}/cut.npy: not a readable .npy array file (Failed to read all data for array. Expected (2, 3) = "
      "6 elements, could only read 2 elements. (file seems not fully written?))"),
+    ("feed_endless_device", lambda d: _relu("--input", f"x={_link(d, 'zero.npy')}")(d),
+     "--input x: {d}/zero.npy: not a regular file"),
     ("shape_not_an_input", _relu("--shape", "z=2,3"),
      "a shape is given for 'z', which is not an input of the graph; inputs are: x"),
     ("shape_wrong_dim", _relu("--shape", "x=2,4"), "input 'x' dim 1 must be 3, got 4 (shape [2,4])"),
@@ -152,6 +190,8 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
      "{d}/device.yaml: field 'launch_cost_us': Input should be greater than 0 (got -2.5)"),
     ("device_negative_peak", _device(peak_tflops__cube__float16=-1.0),
      "{d}/device.yaml: field 'peak_tflops.cube.float16': Input should be greater than 0 (got -1.0)"),
+    ("device_endless_file", lambda d: _relu("--device", _link(d, "zero.yaml"))(d),
+     "{d}/zero.yaml: cannot read device profile: not a regular file"),
     ("device_zero_streams", _device(max_streams=0),
      "{d}/device.yaml: field 'max_streams': Input should be greater than or equal to 1 (got 0)"),
     # --streams
