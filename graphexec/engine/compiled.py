@@ -140,7 +140,8 @@ class Compiled:
                 tape = recorded = self._simulate(ctx)
             if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
                 ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
-            with parallel.lend(workers.pool if workers is not None and workers.n > 1 else None):
+            threaded = workers is not None and workers.n > 1
+            with parallel.lend(workers.pool if threaded else None, workers.n - 1 if threaded else 0):
                 replay(ctx, self._kernels, tape)
             tape.restore(dev)
             outputs = {name: self._fetch(ctx, name) for name in self.graph.outputs}

@@ -55,6 +55,7 @@ class Workers:
         self.pool.shutdown(wait=True)
 
 
+LOOKAHEAD = 16        # eager kernels start at most this many kernel starts ahead
 MIN_FLOPS = 2e6       # below this (and MIN_BYTES) a worker costs more than the math
 MIN_BYTES = 1 << 20
 
@@ -88,8 +89,9 @@ class Overlap:
     def __init__(self, workers: Workers, ctx: Any, plan: ThreadPlan, kernels: list[Task], tape: Any) -> None:
         # the run's thread computes too: hand work over only to an idle worker
         self.workers, self.limit, self.ctx, self.plan = workers, max(1, workers.n - 1), ctx, plan
-        self.kernels, self.starts, self.alone = kernels, tape.starts, tape.alone
+        self.kernels, self.alone = kernels, tape.alone
         self.order = [i for i in tape.steps if i >= 0]    # kernels in the order they start
+        self.rank = {k: r for r, k in enumerate(self.order)}
         self.waiting = dict(plan.needs)
         self.begun = [False] * len(kernels)
         self.front = 0                     # position in ``order`` of the next kernel to start
@@ -100,13 +102,14 @@ class Overlap:
         self._pump()
 
     def _key(self, tid: int) -> tuple[int, int]:
-        return self.starts[self.plan.index[tid]], tid
+        return self.rank[self.plan.index[tid]], tid
 
     def begin(self, call: Any) -> Any:
         """At the task's start: its eager future, a worker's, or its outputs computed here."""
         self.begun[call.index] = True
         while self.front < len(self.order) and self.begun[self.order[self.front]]:
             self.front += 1
+        self._pump()
         if call.pending is not None:
             return call.pending
         if call.task.id in self.plan.needs and call.index not in self.alone and self._idle():
@@ -139,11 +142,13 @@ class Overlap:
         self._pump()
 
     def _pump(self) -> None:
-        """Hand ready kernels to idle workers, earliest to start first. The next kernel to
-        start is left to its start, where it writes in place."""
+        """Hand ready kernels to idle workers, earliest to start first, looking at most
+        LOOKAHEAD starts ahead (a constant filled at the very end would hold a worker and
+        its scratch for the whole run). The next kernel to start is left to its start,
+        where it writes in place."""
         front = []
         nxt = self.order[self.front] if self.front < len(self.order) else -1
-        while self.ready and self._idle():
+        while self.ready and self.ready[0][0] <= self.front + LOOKAHEAD and self._idle():
             pos, tid = heapq.heappop(self.ready)
             i = self.plan.index[tid]
             if self.begun[i]:

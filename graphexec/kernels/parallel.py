@@ -11,6 +11,7 @@ pool, pieces run in order, so nothing ever waits on a queue it is part of.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
@@ -19,29 +20,39 @@ _state = threading.local()
 
 
 @contextmanager
-def lend(pool: Any) -> Iterator[None]:
-    """Let kernels run on this thread split their work over ``pool`` meanwhile."""
-    before = getattr(_state, "pool", None)
-    _state.pool = pool
+def lend(pool: Any, workers: int = 1) -> Iterator[None]:
+    """Let kernels run on this thread split their work over ``pool`` (``workers`` threads)
+    meanwhile."""
+    before = getattr(_state, "pool", None), getattr(_state, "workers", 0)
+    _state.pool, _state.workers = pool, workers
     try:
         yield
     finally:
-        _state.pool = before
+        _state.pool, _state.workers = before
 
 
 def run_all(fn: Callable[[Any], None], pieces: Sequence[Any]) -> None:
-    """``fn(piece)`` for every piece, on the lent pool when there is one."""
+    """``fn(piece)`` for every piece, on the lent pool when there is one: this thread and
+    the workers each take the next piece not yet taken until none is left."""
     pool = getattr(_state, "pool", None)
     if pool is None or len(pieces) < 2:
         for p in pieces:
             fn(p)
         return
-    futures = [pool.submit(fn, p) for p in pieces[1:]]
+    taken = itertools.count()   # next() on a count is atomic under the GIL
+
+    def drain() -> None:
+        for i in iter(lambda: next(taken), None):
+            if i >= len(pieces):
+                return
+            fn(pieces[i])
+
+    helpers = [pool.submit(drain) for _ in range(min(len(pieces) - 1, _state.workers))]
     try:
-        fn(pieces[0])
+        drain()
     except BaseException:
-        for f in futures:   # let every piece finish before the output is given up
+        for f in helpers:   # let every piece finish before the output is given up
             f.exception()
         raise
-    for f in futures:
+    for f in helpers:
         f.result()

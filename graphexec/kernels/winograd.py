@@ -14,6 +14,7 @@ kernel uses it only where the GEMMs are large enough to gain (see ``worth_it``).
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from graphexec.kernels import parallel, scratch
 
@@ -60,9 +61,8 @@ def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) ->
         r1 = min(th, r0 + rows)
         t = (r1 - r0) * tw
         d = scratch.buffer("wino.d", (6, 6, c, r1 - r0, tw), x.dtype)
-        for i in range(6):
-            for j in range(6):
-                d[i, j] = xp[:, 4 * r0 + i:4 * r1 + i:4, j:j + 4 * tw:4]
+        sc, sh, sw = xp.strides   # all 36 tile taps as one strided view: one copy, one GIL release
+        np.copyto(d, as_strided(xp[:, 4 * r0:], (6, 6, c, r1 - r0, tw), (sh, sw, sc, 4 * sh, 4 * sw)))
         v = scratch.buffer("wino.v", (36, c, t), x.dtype)
         np.matmul(kin, d.reshape(36, c * t), out=v.reshape(36, c * t))
         mm = scratch.buffer("wino.m", (36, m, t), x.dtype)
@@ -76,7 +76,12 @@ def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) ->
 
 def _scatter(tiles: np.ndarray, y: np.ndarray, lo: int, hi: int) -> None:
     """Write output tiles (4, 4, M, rows, tw) into rows lo..hi of y (M, Ho, Wo)."""
+    m, rows, tw = tiles.shape[2:]
     wo = y.shape[2]
+    if hi - lo == 4 * rows and wo == 4 * tw:   # whole tiles: one strided copy
+        sm, sh, sw = y.strides
+        np.copyto(as_strided(y[:, lo:], (4, 4, m, rows, tw), (sh, sw, sm, 4 * sh, 4 * sw)), tiles)
+        return
     for i in range(4):
         n_rows = len(range(lo + i, hi, 4))
         for j in range(4):

@@ -64,7 +64,7 @@ def test_chunked_convolution_gives_the_same_bits_on_threads(monkeypatch):
     w = RNG.standard_normal((24, 16, 3, 3)).astype(np.float32)
     ctx = OpContext("Conv", {"pads": [1, 1, 1, 1]})
     alone = conv_mod.conv(ctx, x, w)
-    with ThreadPoolExecutor(3) as pool_, parallel.lend(pool_):
+    with ThreadPoolExecutor(3) as pool_, parallel.lend(pool_, 3):
         shared = conv_mod.conv(ctx, x, w)
     assert alone.tobytes() == shared.tobytes()
 
