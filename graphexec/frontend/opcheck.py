@@ -141,7 +141,7 @@ def _proto(node: Node, schema: Any) -> onnx.NodeProto:
 def _schema(node: Node, graph: Graph) -> Any:
     try:
         return onnx.defs.get_schema(node.op, graph.opsets.get(node.domain, 1), node.domain)
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: a version past int32
         return None
 
 

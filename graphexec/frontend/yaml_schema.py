@@ -29,8 +29,10 @@ def _one_error(message: str) -> WrapValidator:
 DType = Literal["float16", "float32", "float64", "int8", "int16", "int32", "int64",
                 "uint8", "uint16", "uint32", "uint64", "bool", "string"]
 DTYPES: tuple[str, ...] = get_args(DType)
-Dim = Annotated[Annotated[int, Field(ge=0)] | str | None,
-                _one_error("must be a size >= 0, a symbolic name, or null for unknown")]
+INT64_MAX = 2**63 - 1  # ONNX dims are int64
+OPSET_MAX = 2**31 - 1  # onnx's schema lookup takes an int32
+Dim = Annotated[Annotated[int, Field(ge=0, le=INT64_MAX)] | str | None,
+                _one_error("must be a size from 0 to 2**63-1, a symbolic name, or null for unknown")]
 Priority = Annotated[int, Field(ge=0, le=7, description="stream priority: 0 (greatest) .. 7 (least), as in ACL")]
 Name = Annotated[str, Field(min_length=1)]
 
@@ -126,8 +128,10 @@ class GraphSpec(_Strict):
     version: Literal[1] = 1
     name: Name
     description: str | None = None
-    opset: Annotated[int, Field(ge=1)] | None = Field(None, description="default ONNX opset (default: newest known)")
-    opsets: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict, description="other domains")
+    opset: Annotated[int, Field(ge=1, le=OPSET_MAX)] | None = Field(
+        None, description="default ONNX opset (default: newest known)")
+    opsets: dict[str, Annotated[int, Field(ge=1, le=OPSET_MAX)]] = Field(default_factory=dict,
+                                                                         description="other domains")
     inputs: list[Name] = Field(default_factory=list)
     outputs: list[Name] = Field(min_length=1)
     tensors: dict[str, TensorSpec] = Field(default_factory=dict)

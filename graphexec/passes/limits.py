@@ -60,8 +60,8 @@ def fold_too_big(node: Node, graph: Graph) -> bool:
     hostile shape would otherwise try to fill terabytes on the host at compile time.
     """
     try:
-        schema = onnx.defs.get_schema(node.op, graph.opsets.get("", 1), node.domain or "")
-    except onnx.defs.SchemaError:
+        schema = onnx.defs.get_schema(node.op, graph.opsets.get(node.domain or "", 1), node.domain or "")
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: an opset past int32
         return False
     types, data = {}, {}
     for name in node.all_inputs:

@@ -122,6 +122,10 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
     ("fuzz_yaml_attribute_huge_float", _yaml(B.yaml_graph(replace={"outputs: [y]}": "outputs: [y], attributes: "
                                                                    "{axis: 3.4e38}}", "op: Relu": "op: Softmax"})),
      "{d}/g.yaml:8:70: node act (Softmax): attribute 'axis' must be an int, not 3.4e+38"),
+    ("fuzz_yaml_dim_past_int64", _yaml(B.yaml_graph(replace={"shape: [2, 3]": "shape: [9223372036854775808]"})),
+     "{d}/g.yaml:6:31: tensors.x.shape[0]: must be a size from 0 to 2**63-1, a symbolic name, or null for unknown"),
+    ("fuzz_yaml_opset_past_int32", _yaml(B.yaml_graph(replace={"opset: 17": "opset: 2147483648"})),
+     "{d}/g.yaml:2:1: opset: Input should be less than or equal to 2147483647"),
     # hostile sizes
     ("dims_overflow_int64", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"])], shape=[2**40, 2**40])),
      "ACL_ERROR_RT_MEMORY_ALLOCATION (207001): input 'x' float32[1099511627776x1099511627776] needs "

@@ -80,8 +80,8 @@ def test_missing_and_directory(tmp_path):
     (GOOD.replace("priority: 2", "priority: 9"), ["g.yaml:10:78: nodes[0].priority: Input should be less than "
                                                   "or equal to 7"]),
     (GOOD.replace("streams: 2", "streams: many"), ["g.yaml:13:30: options.streams: must be an int >= 1 or 'auto'"]),
-    (GOOD.replace("shape: [2, 3]", "shape: [2, -3]"), ["g.yaml:6:34: tensors.x.shape[1]: must be a size >= 0, "
-                                                       "a symbolic name, or null for unknown"]),
+    (GOOD.replace("shape: [2, 3]", "shape: [2, -3]"), ["g.yaml:6:34: tensors.x.shape[1]: must be a size from 0 "
+                                                       "to 2**63-1, a symbolic name, or null for unknown"]),
     (GOOD.replace("value: 0.5", "value: 0.5, file: b.npy"), ["g.yaml:8:3: tensors.b: give at most one of value, "
                                                              "file, random (got value, file)"]),
 ])
