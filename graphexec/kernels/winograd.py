@@ -27,6 +27,7 @@ _KIN = np.kron(_BT, _BT)      # (36, 36): the input transform of a flattened til
 _KOUT = np.kron(_AT, _AT)     # (16, 36): the output transform
 CHUNK_BYTES = 2 << 20         # input-transform scratch per chunk of tile rows
 MIN_TILES = 128               # tiles per chunk at least (the GEMMs' width)
+M_BLOCK = 128                 # output channels per piece when the tiles make one chunk
 
 
 def worth_it(c: int, m: int, ho: int, wo: int) -> bool:
@@ -57,21 +58,33 @@ def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) ->
     # chunks of tile rows: small enough to stay in cache, wide enough (MIN_TILES) for GEMM
     rows = min(th, max(-(-MIN_TILES // tw), CHUNK_BYTES // (36 * c * tw * x.itemsize)))
 
-    def chunk(r0: int) -> None:
-        r1 = min(th, r0 + rows)
-        t = (r1 - r0) * tw
+    def transformed(r0: int, r1: int) -> np.ndarray:
+        """V (36, C, tiles) of tile rows r0..r1."""
         d = scratch.buffer("wino.d", (6, 6, c, r1 - r0, tw), x.dtype)
         sc, sh, sw = xp.strides   # all 36 tile taps as one strided view: one copy, one GIL release
         np.copyto(d, as_strided(xp[:, 4 * r0:], (6, 6, c, r1 - r0, tw), (sh, sw, sc, 4 * sh, 4 * sw)))
-        v = scratch.buffer("wino.v", (36, c, t), x.dtype)
-        np.matmul(kin, d.reshape(36, c * t), out=v.reshape(36, c * t))
-        mm = scratch.buffer("wino.m", (36, m, t), x.dtype)
-        np.matmul(u, v, out=mm)
-        out = scratch.buffer("wino.y", (4, 4, m, r1 - r0, tw), x.dtype)
-        np.matmul(kout, mm.reshape(36, m * t), out=out.reshape(16, m * t))
-        _scatter(out, y, 4 * r0, min(ho, 4 * r1))
+        v = scratch.buffer("wino.v", (36, c, (r1 - r0) * tw), x.dtype)
+        np.matmul(kin, d.reshape(36, -1), out=v.reshape(36, -1))
+        return v
 
-    parallel.run_all(chunk, range(0, th, rows))
+    def products(v: np.ndarray, r0: int, r1: int, m0: int, m1: int) -> None:
+        """Output channels m0..m1 of tile rows r0..r1."""
+        t = v.shape[2]
+        mm = scratch.buffer("wino.m", (36, m1 - m0, t), x.dtype)
+        np.matmul(u[:, m0:m1], v, out=mm)
+        out = scratch.buffer("wino.y", (4, 4, m1 - m0, r1 - r0, tw), x.dtype)
+        np.matmul(kout, mm.reshape(36, -1), out=out.reshape(16, -1))
+        _scatter(out, y[m0:m1], 4 * r0, min(ho, 4 * r1))
+
+    if rows < th:   # several chunks of tile rows: one piece each
+        parallel.run_all(lambda r0: products(transformed(r0, min(th, r0 + rows)), r0, min(th, r0 + rows), 0, m),
+                         range(0, th, rows))
+        return
+    # one chunk (deep layers: few tiles, many channels): pieces are blocks of output
+    # channels, of a size fixed by the shape, so the bits do not depend on the threads
+    v = transformed(0, th)
+    blocks = range(0, m, M_BLOCK) if m >= 2 * M_BLOCK else range(0, m, m)
+    parallel.run_all(lambda m0: products(v, 0, th, m0, min(m, m0 + M_BLOCK) if m >= 2 * M_BLOCK else m), blocks)
 
 
 def _scatter(tiles: np.ndarray, y: np.ndarray, lo: int, hi: int) -> None:
