@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.errors import OutOfMemoryError
 from graphexec.runtime import codes
 from graphexec.runtime._acl_state import STATE, api
 from graphexec.runtime.codes import invalid_handle, invalid_param
@@ -121,7 +122,10 @@ def malloc_host(size: int) -> np.ndarray:
     STATE.require_init()
     if not _is_dev(size) or size <= 0:
         raise invalid_param(f"malloc_host size must be an int > 0, got {size!r}")
-    arr = np.zeros(int(size), dtype=np.uint8)
+    try:
+        arr = np.zeros(int(size), dtype=np.uint8)
+    except (MemoryError, ValueError):  # ValueError: more than numpy can index
+        raise OutOfMemoryError(f"cannot allocate {int(size)} bytes of pinned host memory") from None
     STATE.pinned[id(arr)] = arr
     return arr
 

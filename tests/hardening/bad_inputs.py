@@ -12,6 +12,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from graphexec.runtime.profiles import DeviceProfile, builtin_profiles
+
 OPSET = 17
 RELU_YAML = """\
 name: relu
@@ -182,8 +184,6 @@ def device_profile(folder: Path, **fields: object) -> Path:
     """The built-in ascend910 profile with ``fields`` replaced, written to folder/device.yaml."""
     import yaml
 
-    from graphexec.runtime.profiles import builtin_profiles
-
     data = builtin_profiles()["ascend910"].model_dump()
     for key, value in fields.items():
         parent, _, leaf = key.rpartition("__")
@@ -206,3 +206,8 @@ def with_initializer_type(data_type: int) -> onnx.ModelProto:
     t = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
     t.data_type = data_type
     return model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], initializers=[t])
+
+
+def small_device() -> DeviceProfile:
+    """ascend910 with 64 MiB of HBM: fuzzed sizes hit the size check instead of the host's memory."""
+    return builtin_profiles()["ascend910"].model_copy(update={"hbm_capacity_bytes": 64 << 20})

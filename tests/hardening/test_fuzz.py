@@ -3,48 +3,35 @@ for what loads, a run on default feeds); the only exception allowed is a GraphEx
 and no case may hang (hypothesis's per-example deadline, plus a wall-clock guard).
 
 CI tries a fixed (derandomized) set of 3,200 cases; ``pytest --long`` ten times as
-many fresh ones. Every crash found became a fix and a case in test_corpus.py or below.
+many fresh ones. Every crash found became a fix and a case in test_corpus.py (the ACL
+runtime has its own fuzzer and cases in test_fuzz_acl.py).
 """
 
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
 import onnx
-import pytest
 import yaml
 from onnx import helper
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import graphexec as gx
 from graphexec.frontend.convert import yaml_data, yaml_text
 from graphexec.frontend.yaml import loads_yaml
-from graphexec.runtime.profiles import builtin_profiles
 from hardening import bad_inputs as B
 from hardening.guard import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
-# A small device: fuzzed dims that grow past 64 MiB stop at the size check, fast.
-SMALL = builtin_profiles()["ascend910"].model_copy(update={"hbm_capacity_bytes": 64 << 20})
-WALL_S = 30          # the guard: a case that takes this long hangs
-EXAMPLE_S = 5        # hypothesis's deadline for one case (well above the ~50 ms a case takes)
+SMALL = B.small_device()  # fuzzed dims that grow past 64 MiB stop at the size check, fast
+WALL_S = 30              # the guard: a case that takes this long hangs
 ONNX_SEEDS = [m.SerializeToString() for m in B.small_models().values()] + [B.nested_ifs(3).SerializeToString()]
 YAML_TEXTS = [p.read_text() for p in sorted((ROOT / "models").glob("*.yaml"))] + [B.RELU_YAML] + [
     yaml_text(yaml_data(gx.load(m))[0]) for m in B.small_models().values()]
 YAML_DOCS = [yaml.safe_load(t) for t in YAML_TEXTS]
-
-
-@pytest.fixture
-def budget(request: pytest.FixtureRequest) -> Callable[[int], settings]:
-    """hypothesis settings for ``n`` CI cases (10x and random with --long)."""
-    long = request.config.getoption("--long")
-    return lambda n: settings(max_examples=n * 10 if long else n, derandomize=not long, database=None,
-                              deadline=timedelta(seconds=EXAMPLE_S), print_blob=True,
-                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def pipeline(load: Callable[[], gx.Graph]) -> None:

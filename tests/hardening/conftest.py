@@ -1,0 +1,20 @@
+"""The fuzzers' budget: ``budget(n)`` is hypothesis settings for n cases in CI, 10x with --long."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Callable
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+EXAMPLE_S = 5  # hypothesis's deadline for one case (well above the ~50 ms a case takes)
+
+
+@pytest.fixture
+def budget(request: pytest.FixtureRequest) -> Callable[[int], settings]:
+    """hypothesis settings for ``n`` CI cases, derandomized (10x and fresh with --long)."""
+    long = request.config.getoption("--long")
+    return lambda n: settings(max_examples=n * 10 if long else n, derandomize=not long, database=None,
+                              deadline=timedelta(seconds=EXAMPLE_S), print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
