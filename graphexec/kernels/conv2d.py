@@ -107,7 +107,7 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
                 cols[:, i, j] = xp[:, top:top + (r1 - r0 - 1) * sh + 1:sh, left:left + (wo - 1) * sw + 1:sw]
         np.matmul(w2, cols.reshape(k, -1), out=y2[:, r0 * wo:r1 * wo])
 
-    parallel.run_all(chunk, range(0, ho, rows))
+    parallel.run_all(chunk, range(0, ho, rows), 2.0 * w2.shape[0] * k * ho * wo)
 
 
 def _gemm(w2: np.ndarray, x2: np.ndarray, y2: np.ndarray) -> None:
@@ -119,7 +119,7 @@ def _gemm(w2: np.ndarray, x2: np.ndarray, y2: np.ndarray) -> None:
         np.matmul(w2, x2, out=y2)
         return
     parallel.run_all(lambda n0: np.matmul(w2, x2[:, n0:n0 + GEMM_COLS], out=y2[:, n0:n0 + GEMM_COLS]),
-                     range(0, n, GEMM_COLS))
+                     range(0, n, GEMM_COLS), 2.0 * w2.shape[0] * w2.shape[1] * n)
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray) -> None:

@@ -31,11 +31,15 @@ def lend(pool: Any, workers: int = 1) -> Iterator[None]:
         _state.pool, _state.workers = before
 
 
-def run_all(fn: Callable[[Any], None], pieces: Sequence[Any]) -> None:
-    """``fn(piece)`` for every piece, on the lent pool when there is one: this thread and
-    the workers each take the next piece not yet taken until none is left."""
+MIN_FLOPS = 3e7   # below this much math a hand-over to a worker costs more than it saves
+
+
+def run_all(fn: Callable[[Any], None], pieces: Sequence[Any], flops: float = float("inf")) -> None:
+    """``fn(piece)`` for every piece, on the lent pool when there is one and ``flops`` (the
+    whole job's) make it worth it: this thread and the workers each take the next piece
+    not yet taken until none is left."""
     pool = getattr(_state, "pool", None)
-    if pool is None or len(pieces) < 2:
+    if pool is None or len(pieces) < 2 or flops < MIN_FLOPS:
         for p in pieces:
             fn(p)
         return

@@ -76,15 +76,17 @@ def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) ->
         np.matmul(kout, mm.reshape(36, -1), out=out.reshape(16, -1))
         _scatter(out, y[m0:m1], 4 * r0, min(ho, 4 * r1))
 
+    flops = 72.0 * m * c * th * tw   # the 36 products dominate
     if rows < th:   # several chunks of tile rows: one piece each
         parallel.run_all(lambda r0: products(transformed(r0, min(th, r0 + rows)), r0, min(th, r0 + rows), 0, m),
-                         range(0, th, rows))
+                         range(0, th, rows), flops)
         return
     # one chunk (deep layers: few tiles, many channels): pieces are blocks of output
     # channels, of a size fixed by the shape, so the bits do not depend on the threads
     v = transformed(0, th)
     blocks = range(0, m, M_BLOCK) if m >= 2 * M_BLOCK else range(0, m, m)
-    parallel.run_all(lambda m0: products(v, 0, th, m0, min(m, m0 + M_BLOCK) if m >= 2 * M_BLOCK else m), blocks)
+    parallel.run_all(lambda m0: products(v, 0, th, m0, min(m, m0 + M_BLOCK) if m >= 2 * M_BLOCK else m),
+                     blocks, flops)
 
 
 def _scatter(tiles: np.ndarray, y: np.ndarray, lo: int, hi: int) -> None:

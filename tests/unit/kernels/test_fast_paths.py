@@ -60,6 +60,7 @@ def test_chunked_convolution_gives_the_same_bits_on_threads(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(conv2d, "CHUNK_BYTES", 1 << 14)   # many chunks
+    monkeypatch.setattr(parallel, "MIN_FLOPS", 0)          # split even this small one
     x = RNG.standard_normal((1, 16, 40, 40)).astype(np.float32)
     w = RNG.standard_normal((24, 16, 3, 3)).astype(np.float32)
     ctx = OpContext("Conv", {"pads": [1, 1, 1, 1]})
