@@ -9,7 +9,7 @@ import numpy as np
 
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
-from graphexec.passes.limits import INT64_MAX, check_fits
+from graphexec.passes.limits import INT64_MAX, check_fits, unholdable
 from graphexec.runtime.profiles import DeviceProfile
 
 
@@ -94,6 +94,8 @@ def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = N
 
 
 def _check_size(name: str, t: TensorType, device: DeviceProfile | None) -> None:
+    if t.nbytes == 0 and unholdable(t):
+        raise FeedError(f"input {name!r} {t} is empty, but its other dims are too big for numpy to hold")
     if device is not None:
         check_fits(f"input {name!r}", t, device)
     elif t.nbytes > INT64_MAX:

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from graphexec.errors import OutOfMemoryError
+from graphexec.errors import GraphError, OutOfMemoryError
 from graphexec.frontend.export import node_proto
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.passes.base import CompileState, Pass, PassResult
@@ -26,9 +26,21 @@ FOLD_MAX_BYTES = 1 << 28  # a folded constant bigger than this is computed at ru
 _DATA_MAX = 4096  # constant inputs up to this many elements go to inference as data
 
 
+def unholdable(t: TensorType) -> bool:
+    """True when numpy cannot make an array of static type ``t``, even an empty one: it counts
+    the bytes of the non-zero dims, so [2**62, 0] of float32 is refused though it holds nothing."""
+    assert t.shape is not None and t.dtype is not None
+    return math.prod(d for d in t.shape if d) * t.dtype.itemsize > INT64_MAX
+
+
 def check_fits(what: str, t: TensorType, profile: Any) -> None:
-    """Raise OutOfMemoryError naming ``what`` if the static type ``t`` exceeds the device's memory."""
-    if not t.is_static or t.nbytes <= profile.hbm_capacity_bytes:
+    """Raise OutOfMemoryError naming ``what`` if the static type ``t`` exceeds the device's memory
+    (GraphError if it is empty but numpy still cannot hold its dims)."""
+    if not t.is_static:
+        return
+    if t.nbytes == 0 and unholdable(t):
+        raise GraphError(f"{what} {t} is empty, but its other dims are too big for numpy to hold")
+    if t.nbytes <= profile.hbm_capacity_bytes:
         return
     assert t.shape is not None
     over = ", its element count overflows int64" if math.prod(t.shape) > INT64_MAX else ""

@@ -133,6 +133,8 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
     ("dims_exceed_memory", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"])], shape=[2**17, 2**17])),
      "ACL_ERROR_RT_MEMORY_ALLOCATION (207001): input 'x' float32[131072x131072] needs 68719476736 bytes; "
      "device ascend910 has 34359738368 bytes"),
+    ("fuzz_empty_but_unholdable", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"])], shape=[2**62, 0])),
+     "input 'x' float32[4611686018427387904x0] is empty, but its other dims are too big for numpy to hold"),
     ("folded_constant_too_big", _onnx("m.onnx", B.hostile_constant([2**40, 2**40])),
      "ACL_ERROR_RT_MEMORY_ALLOCATION (207001): {d}/m.onnx: tensor 'c' (output of node fill (ConstantOfShape)) "
      "float32[1099511627776x1099511627776] needs 4835703278458516698824704 bytes, its element count overflows "

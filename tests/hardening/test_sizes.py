@@ -105,3 +105,11 @@ def test_nested_subgraphs_past_the_limit_are_refused(depth):
         gx.load(B.nested_ifs(depth))
     assert str(e.value) == (f"g: node if0 (If) nests subgraphs more than {MAX_SUBGRAPH_DEPTH} levels deep; "
                             f"graphexec supports at most {MAX_SUBGRAPH_DEPTH}")
+
+
+def test_empty_tensor_numpy_cannot_hold_fails_at_compile_time(no_device):
+    """Found by the --long fuzz run: numpy counts the bytes of the non-zero dims of [2**62, 0]."""
+    graph = gx.load(B.model([mk("Relu", ["x"], ["y"])], shape=[2**62, 0]))
+    with pytest.raises(gx.GraphError, match=r"^g: tensor 'x' float32\[4611686018427387904x0\] is empty, but its "
+                                            r"other dims are too big for numpy to hold$"):
+        gx.Session(graph).compile(None)
