@@ -5,7 +5,8 @@ output aliases the input's bytes, which is safe because values are never written
 twice. A Concat whose inputs can lie side by side launches nothing either (GE's
 concat no-task): its producers write into their slices of its output. Every other node
 becomes a kernel task with its cost, on the AI core when an own kernel serves it and on
-the AI CPU when only the reference fallback does.
+the AI CPU when only the reference fallback does; an elementwise task whose input dies
+with it writes over that input (``inplace.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import node_cost
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.concat import no_task_concats
+from graphexec.passes.inplace import inplace_outputs
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.tasks import Task, TaskGraph, TaskKind
 
@@ -59,6 +61,7 @@ def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
         tg.deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
         for o in outs:
             writers[o] = {tid}
+    tg.inplace = inplace_outputs(graph, tg)
     tg.flatten_aliases()
     return tg
 

@@ -50,8 +50,8 @@ class Task:
 class TaskGraph:
     """Kernel tasks in a valid order plus their data dependencies.
 
-    ``alias`` maps a value that owns no bytes (a view, a no-task Concat input) to the
-    value it lives in, ``offset`` gives its byte offset there (0 when absent); ``deps``
+    ``alias`` maps a value that owns no bytes (a view, a no-task Concat input, an in-place
+    output, listed again in ``inplace``) to the value it lives in, ``offset`` gives its byte offset there (0 when absent); ``deps``
     maps a task id to the ids of the tasks it must follow. Tasks name the values they
     read and write; :meth:`locate` finds the buffer.
     """
@@ -60,6 +60,7 @@ class TaskGraph:
     deps: dict[int, set[int]]
     alias: dict[str, str] = field(default_factory=dict)
     offset: dict[str, int] = field(default_factory=dict)
+    inplace: dict[str, str] = field(default_factory=dict)   # output -> the input whose bytes it reuses
 
     def root(self, name: str) -> str:
         """The value that owns the bytes ``name`` lives in."""

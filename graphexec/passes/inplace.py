@@ -1,0 +1,57 @@
+"""In-place outputs: an elementwise kernel writes its output over the input it consumes.
+
+When nobody but an elementwise kernel reads its input ``x`` (no other task, no view of
+it, not a graph input, output or constant) and the output has x's type, the output
+takes x's bytes, as GE's in-place outputs and TVM's storage rewrite do: the pool needs
+one buffer fewer, and a chain like Conv -> BatchNormalization -> Relu lives in one
+buffer, which lets the engine fold the chain on the host (``engine/fusion.py``).
+It is safe because these kernels read each element before they write it (numpy ufuncs
+with ``out=`` on an input; a variadic Sum accumulates into ``out`` from its third input
+on, so only its first two inputs may be overwritten) and x is dead afterwards.
+"""
+
+from __future__ import annotations
+
+from graphexec.ir import Graph
+from graphexec.passes.tasks import Task, TaskGraph
+
+INPLACE_OPS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Neg", "Abs", "Exp", "Log", "Sqrt",
+                         "BatchNormalization", "Add", "Sub", "Mul", "Div", "Sum"})
+_SOURCES = 2   # how many leading inputs may be overwritten
+
+
+def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
+    """{output: input whose bytes it reuses}, for the kernel tasks where that is safe.
+
+    Runs after views and no-task Concats are aliased; a chain of in-place kernels makes
+    a chain of aliases, which ``TaskGraph.flatten_aliases`` points at its first value.
+    """
+    readers: dict[str, set[int]] = {}
+    for t in tasks.tasks:
+        for r in t.reads:
+            if r:
+                readers.setdefault(tasks.root(r), set()).add(t.id)
+    barred = {tasks.root(o) for o in graph.outputs} | set(graph.inputs)
+    made: dict[str, str] = {}
+    for t in tasks.tasks:
+        y = t.writes[0] if len(t.writes) == 1 else None
+        if t.node is None or t.node.domain or t.op not in INPLACE_OPS or y is None or y in tasks.alias:
+            continue
+        for x in t.node.inputs[:_SOURCES]:
+            if x and _reusable(graph, tasks, t, x, y, readers, barred, made):
+                made[y] = x
+                tasks.alias[y] = x
+                break
+    return made
+
+
+def _reusable(graph: Graph, tasks: TaskGraph, task: Task, x: str, y: str, readers: dict[str, set[int]],
+              barred: set[str], made: dict[str, str]) -> bool:
+    """Whether ``task`` may write ``y`` over ``x``: x owns its bytes (or took them in place),
+    only ``task`` reads them, once, and the two types are the same."""
+    if (x in tasks.alias and x not in made) or x in barred or readers.get(x) != {task.id}:
+        return False
+    if task.node.inputs.count(x) != 1 or graph.values[x].const is not None:
+        return False
+    tx, ty = graph.values[x].type, graph.values[y].type
+    return tx.is_static and ty.is_static and tx.dtype == ty.dtype and tuple(tx.shape) == tuple(ty.shape)
