@@ -76,9 +76,26 @@ def main() -> None:
     geo = float(np.exp(np.mean(np.log(ratios))))
     print(f"geometric mean ratio: {geo:.2f}x (graphexec / onnxruntime); worst {max(ratios):.2f}x "
           f"(targets: {TARGET_GEO}x, none beyond {TARGET_MAX:.0f}x)")
+    print(_blas_line())
+
+
+def _blas_line() -> str:
+    """Which GEMM kernels numpy ran: onnxruntime's MLAS picks its own for the CPU, while an
+    OPENBLAS_CORETYPE in the environment pins OpenBLAS (e.g. to AVX2 on an AVX-512 CPU,
+    about half the GEMM speed), so a ratio means little without this line."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        arch = "unknown kernels (pip install threadpoolctl to see them)"
+    else:
+        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        arch = ", ".join(f"{i['internal_api']} {i.get('version')} {i.get('architecture')} kernels" for i in blas)
+    line = f"numpy BLAS: {arch or 'none found'}"
     core = os.environ.get("OPENBLAS_CORETYPE")
     if core:
-        print(f"note: OPENBLAS_CORETYPE={core} is set in this environment; it picks numpy's GEMM kernels")
+        line += (f"\nnote: OPENBLAS_CORETYPE={core} pins those kernels; onnxruntime is not pinned. For like "
+                 "kernels: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/host_speed.py")
+    return line
 
 
 if __name__ == "__main__":
