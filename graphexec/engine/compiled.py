@@ -12,6 +12,7 @@ import numpy as np
 
 from graphexec.engine.bounds import lower_bound_us
 from graphexec.engine.direct import direct_tasks
+from graphexec.engine.fusion import fuse_chains
 from graphexec.engine.executor import ExecContext, launch_all, place, prime_views
 from graphexec.engine.replay import Tape, kernel_tasks, replay
 from graphexec.engine.threads import Overlap, ThreadPlan, Workers
@@ -74,6 +75,7 @@ class Compiled:
         self._kernels = kernel_tasks(self.schedule.order)
         self._index = {t.id: i for i, t in enumerate(self._kernels)}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
+        self.fused = fuse_chains(self.graph, self.tasks)   # tasks whose math their chain's head does
         self._prepare()
         self.bounds = lower_bound_us(self.tasks, self.profile)   # (lower bound, critical path)
 

@@ -6,10 +6,11 @@ instead (numpy's ``out=``) saves a scratch array and a copy, and nobody can tell
 difference as long as no task reads those bytes between the start and the end. Other
 tensors that share the bytes are already ordered by the memory plan (one's last use
 happens before the other's first write), so what is left to check is the readers of
-the same bytes: every one of them must be ordered after the task by the schedule
-(stream order or events); an in-place task's own read of the input it overwrites is
-fine, since it reads each element before writing it. A schedule that misses an event
-keeps the scratch path, and with it the wrong answer a real device would give.
+the same bytes: every one of them must be ordered after the task, or before it (the
+earlier values of an in-place chain), by the schedule (stream order or events); an
+in-place task's own read of the input it overwrites is fine, since it reads each
+element before writing it. A schedule that misses an event keeps the scratch path,
+and with it the wrong answer a real device would give.
 """
 
 from __future__ import annotations
@@ -65,9 +66,13 @@ def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any
     if root not in where or not plannable(graph, name, where):
         return False
     for r_lo, r_hi, reader in readers.get(root, ()):
-        if reader is task and name in tasks.inplace:   # it reads each element before writing it
+        if r_lo >= hi or lo >= r_hi:
             continue
-        if r_lo < hi and lo < r_hi and (reader is task or not schedule.before(task, reader)):
+        if reader is task:
+            if name in tasks.inplace:   # it reads each element before writing it
+                continue
+            return False
+        if not (schedule.before(task, reader) or schedule.before(reader, task)):
             return False
     return True
 

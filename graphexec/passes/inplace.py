@@ -18,13 +18,15 @@ from graphexec.passes.tasks import Task, TaskGraph
 INPLACE_OPS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Neg", "Abs", "Exp", "Log", "Sqrt",
                          "BatchNormalization", "Add", "Sub", "Mul", "Div", "Sum"})
 _SOURCES = 2   # how many leading inputs may be overwritten
+MAX_CHAIN = 16  # values in one buffer, at most: checks that walk a buffer's readers stay linear
 
 
 def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
     """{output: input whose bytes it reuses}, for the kernel tasks where that is safe.
 
     Runs after views and no-task Concats are aliased; a chain of in-place kernels makes
-    a chain of aliases, which ``TaskGraph.flatten_aliases`` points at its first value.
+    a chain of aliases, which ``TaskGraph.flatten_aliases`` points at its first value;
+    a chain starts a new buffer after ``MAX_CHAIN`` values.
     """
     readers: dict[str, set[int]] = {}
     for t in tasks.tasks:
@@ -33,13 +35,14 @@ def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
                 readers.setdefault(tasks.root(r), set()).add(t.id)
     barred = {tasks.root(o) for o in graph.outputs} | set(graph.inputs)
     made: dict[str, str] = {}
+    depth: dict[str, int] = {}
     for t in tasks.tasks:
         y = t.writes[0] if len(t.writes) == 1 else None
         if t.node is None or t.node.domain or t.op not in INPLACE_OPS or y is None or y in tasks.alias:
             continue
         for x in t.node.inputs[:_SOURCES]:
-            if x and _reusable(graph, tasks, t, x, y, readers, barred, made):
-                made[y] = x
+            if x and depth.get(x, 1) < MAX_CHAIN and _reusable(graph, tasks, t, x, y, readers, barred, made):
+                made[y], depth[y] = x, depth.get(x, 1) + 1
                 tasks.alias[y] = x
                 break
     return made

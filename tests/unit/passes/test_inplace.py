@@ -84,3 +84,12 @@ def test_in_place_shrinks_the_pool():
     session, result = _run(_model(nodes))
     assert [e.tensor for e in session.memory_plan if e.region == "activation"] == ["a"]
     assert result.stats.peak_bytes == 512      # a, b and c in one buffer (400 bytes, 512-aligned)
+
+
+def test_long_chains_start_a_new_buffer():
+    nodes = [mk("Relu", ["x"], ["v0"])] + [mk("Tanh", [f"v{i}"], [f"v{i + 1}"]) for i in range(39)] \
+        + [mk("Transpose", ["v39"], ["y"])]
+    session, _ = _run(_model(nodes))
+    tasks = session.compiled.tasks
+    assert [tasks.root(f"v{i}") for i in (0, 15, 16, 31, 32, 39)] == ["v0", "v0", "v16", "v16", "v32", "v32"]
+    assert session.compiled._direct >= {t.id for t in tasks.tasks}   # every link computes into its bytes
