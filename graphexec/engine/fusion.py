@@ -8,7 +8,8 @@ else applied by the chain's first affine task as two passes; a final Relu follow
 once. The other tasks of the chain find their values already in place and skip the
 math. Only the host's numpy work changes: every task is still launched and simulated,
 times, memory and traces are the same, and outputs differ from step-by-step rounding
-by a few float32 ulps (the folded filter rounds once per product).
+by a few float32 ulps of the scaled value (a scale after a shift is not folded, see
+``_chain``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from graphexec.passes.tasks import Task, TaskGraph
 
 _F32 = np.dtype(np.float32)
 Affine = tuple[np.ndarray, np.ndarray]    # (K, S), each of shape (C,)
+_SHIFTS = ("Add", "Sub")
 
 
 def fuse_chains(graph: Graph, tasks: TaskGraph) -> int:
@@ -40,47 +42,68 @@ def fuse_chains(graph: Graph, tasks: TaskGraph) -> int:
         if not isinstance(head.runner, NodeRunner) or len(head.writes) != 1:
             continue
         steps, relu, members = _chain(graph, head, follower)
-        if not steps:
+        folded = _fold(graph, head, steps)
+        if folded is None:
             continue
-        conv = _conv_weights(graph, head)
+        conv, affine = folded
         if conv is not None:
-            head.runner = FusedConv(head.runner, conv, _compose(steps), relu)
+            head.runner = FusedConv(head.runner, conv, affine, relu)
         else:
-            first = _affine(graph, head, head.node.inputs[0]) if head.node.inputs else None
-            if first is None:
-                continue
-            head.runner = FusedAffine(head.node.inputs[0], head.writes[0], _compose([first] + steps), relu)
+            head.runner = FusedAffine(head.node.inputs[0], head.writes[0], affine, relu)
         for m in members:
             m.runner = Done()
         skipped += len(members)
     return skipped
 
 
+def _fold(graph: Graph, head: Task, steps: list[Affine]) -> tuple[Any, Affine] | None:
+    """(the head's Conv weights or None, the composed affine) of a chain, or None: no steps,
+    a head that is neither a foldable Conv nor affine, or a composition that overflows."""
+    if not steps:
+        return None
+    conv = _conv_weights(graph, head)
+    if conv is None:
+        first = _affine(graph, head, head.node.inputs[0]) if head.node.inputs else None
+        if first is None:
+            return None
+        steps = [first] + steps
+    affine = _compose(steps)
+    return None if affine is None else (conv, affine)
+
+
 def _chain(graph: Graph, head: Task, follower: dict[str, Task]) -> tuple[list[Affine], bool, list[Task]]:
-    """The affine steps (and a final Relu) that follow ``head`` in place, and their tasks."""
+    """The affine steps (and a final Relu) that follow ``head`` in place, and their tasks.
+
+    A scaling step after a pure shift (Add, Sub) ends the chain: (x - c) * k rounds
+    x - c first, which is exact near c, while x*k - c*k would round x*k and lose the
+    difference (cancellation); a scale after a scale, or a shift after either, rounds
+    at the same magnitude both ways."""
     steps: list[Affine] = []
     members: list[Task] = []
-    value = head.writes[0]
+    value, shifted = head.writes[0], head.op in _SHIFTS
     while value in follower:
         t = follower[value]
         if t.op == "Relu" and not t.node.domain and graph.values[value].type.dtype == _F32:
             members.append(t)
             return steps, True, members
         step = _affine(graph, t, value)
-        if step is None:
+        if step is None or (shifted and not (step[0] == 1).all()):
             break
+        shifted = shifted or t.op in _SHIFTS
         steps.append(step)
         members.append(t)
         value = t.writes[0]
     return steps, False, members
 
 
-def _compose(steps: list[Affine]) -> Affine:
-    """x*K1+S1, then *K2+S2, ... as one x*K+S."""
+def _compose(steps: list[Affine]) -> Affine | None:
+    """x*K1+S1, then *K2+S2, ... as one x*K+S; None when that overflows (step by step the
+    values may stay finite)."""
     k, s = steps[0]
-    for k2, s2 in steps[1:]:
-        k, s = k * k2, s * k2 + s2
-    return k, s
+    with np.errstate(all="ignore"):
+        for k2, s2 in steps[1:]:
+            k, s = k * k2, s * k2 + s2
+    return (k, s) if np.isfinite(k).all() and np.isfinite(s).all() else None
 
 
 def _affine(graph: Graph, task: Task, src: str) -> Affine | None:
@@ -172,8 +195,9 @@ class FusedConv:
                 else fn(self.ctx, values[self.x], self.w, self.b)
         except Unsupported:   # step by step: the plain Conv, then the affine
             y = self.plain(values, out)[self.y]
-            y *= self.k.reshape(-1, 1, 1)
-            y += self.s.reshape(-1, 1, 1)
+            with np.errstate(all="ignore"):
+                y *= self.k.reshape(-1, 1, 1)
+                y += self.s.reshape(-1, 1, 1)
         if self.relu:
             _relu(y)
         return {self.y: y}
@@ -189,8 +213,9 @@ class FusedAffine:
         x = values[self.x]
         shape = (-1,) + (1,) * (x.ndim - 2)
         y = out if out is not None and out.shape == x.shape and out.dtype == x.dtype else np.empty_like(x)
-        np.multiply(x, self.k.reshape(shape), out=y)
-        y += self.s.reshape(shape)
+        with np.errstate(all="ignore"):   # as the plain kernels: IEEE results, no warnings
+            np.multiply(x, self.k.reshape(shape), out=y)
+            y += self.s.reshape(shape)
         if self.relu:
             _relu(y)
         return {self.y: y}

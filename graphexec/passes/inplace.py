@@ -12,6 +12,8 @@ on, so only its first two inputs may be overwritten) and x is dead afterwards.
 
 from __future__ import annotations
 
+import numpy as np
+
 from graphexec.ir import Graph
 from graphexec.passes.tasks import Task, TaskGraph
 
@@ -19,6 +21,7 @@ INPLACE_OPS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Neg", 
                          "BatchNormalization", "Add", "Sub", "Mul", "Div", "Sum"})
 _SOURCES = 2   # how many leading inputs may be overwritten
 MAX_CHAIN = 16  # values in one buffer, at most: checks that walk a buffer's readers stay linear
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Sum"})   # output shape = the inputs' broadcast
 
 
 def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
@@ -51,10 +54,23 @@ def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
 def _reusable(graph: Graph, tasks: TaskGraph, task: Task, x: str, y: str, readers: dict[str, set[int]],
               barred: set[str], made: dict[str, str]) -> bool:
     """Whether ``task`` may write ``y`` over ``x``: x owns its bytes (or took them in place),
-    only ``task`` reads them, once, and the two types are the same."""
+    only ``task`` reads them, once (no other input of it is a view or slice of them), and
+    y has x's type, which the inputs' shapes confirm (a declared shape may be wrong)."""
     if (x in tasks.alias and x not in made) or x in barred or readers.get(x) != {task.id}:
         return False
-    if task.node.inputs.count(x) != 1 or graph.values[x].const is not None:
+    root = tasks.root(x)
+    if task.node.inputs.count(x) != 1 or graph.values[x].const is not None \
+            or any(r != x and tasks.root(r) == root for r in task.reads if r):
         return False
     tx, ty = graph.values[x].type, graph.values[y].type
-    return tx.is_static and ty.is_static and tx.dtype == ty.dtype and tuple(tx.shape) == tuple(ty.shape)
+    if not (tx.is_static and ty.is_static and tx.dtype == ty.dtype and tuple(tx.shape) == tuple(ty.shape)):
+        return False
+    if task.op not in _BROADCASTING:
+        return True
+    shapes = [graph.values[n].type.shape for n in task.node.inputs if n]
+    if any(s is None or not all(isinstance(d, int) for d in s) for s in shapes):
+        return False
+    try:
+        return np.broadcast_shapes(*(tuple(s) for s in shapes)) == tuple(tx.shape)
+    except ValueError:
+        return False

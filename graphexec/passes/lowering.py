@@ -61,6 +61,7 @@ def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
         tg.deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
         for o in outs:
             writers[o] = {tid}
+    tg.flatten_aliases()    # the in-place pass looks up roots: keep each lookup one step
     tg.inplace = inplace_outputs(graph, tg)
     tg.flatten_aliases()
     return tg

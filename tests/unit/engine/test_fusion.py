@@ -23,7 +23,8 @@ def _c(name, shape, seed):
 PARAMS = [_c("w", (4, 4, 3, 3), 1), _c("cb", (4,), 2), _c("s", (4,), 3), _c("b", (4,), 4), _c("m", (4,), 5),
           _c("v", (4,), 6), _c("k", (4, 1, 1), 7), _c("a", (1, 4, 1, 1), 8), _c("row", (6,), 9), _c("one", (), 10),
           numpy_helper.from_array(np.zeros((4, 1, 1), np.float32), "zero"),
-          numpy_helper.from_array(np.full((4, 1, 1), np.inf, np.float32), "inf")]
+          numpy_helper.from_array(np.full((4, 1, 1), np.inf, np.float32), "inf"),
+          numpy_helper.from_array(np.full((4, 1, 1), 1e30, np.float32), "huge")]
 BN = mk("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"], epsilon=1e-3)
 
 
@@ -70,6 +71,10 @@ def test_affine_chain_without_a_conv():
     ([mk("Sigmoid", ["x"], ["c"]), mk("Relu", ["c"], ["n"]), mk("Mul", ["n", "k"], ["y"])], "Relu comes first"),
     ([mk("Conv", ["x", "w"], ["c"]), mk("Div", ["c", "zero"], ["y"])], "x / 0 is not x * inf + 0"),
     ([mk("Conv", ["x", "w"], ["c"]), mk("Mul", ["c", "inf"], ["n"]), mk("Add", ["n", "k"], ["y"])], "inf"),
+    ([mk("Conv", ["x", "w"], ["c"]), mk("Mul", ["c", "huge"], ["n"]), mk("Mul", ["n", "huge"], ["y"])],
+     "K overflows though each step is finite"),
+    ([mk("Sigmoid", ["x"], ["c"]), mk("Sub", ["c", "k"], ["n"]), mk("Mul", ["n", "a"], ["y"])],
+     "a scale after a shift: x*k - c*k would lose x - c"),
 ])
 def test_not_folded(nodes, why):
     session, _ = _session(nodes)

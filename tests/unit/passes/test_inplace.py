@@ -70,6 +70,8 @@ def test_branches_across_streams_stay_safe(streams):
     ([mk("Relu", ["x"], ["a"]), mk("Add", ["a", "big"], ["y"])], ("y",), "y"),                # the output is bigger
     ([mk("Relu", ["x"], ["a"]), mk("Sum", ["x", "x", "a"], ["y"])], ("y",), "y"),            # Sum's third input
     ([mk("Relu", ["x"], ["a"]), mk("MatMul", ["a", "sq"], ["y"])], ("y",), "y"),              # not elementwise
+    ([mk("Neg", ["x"], ["a"]), mk("Identity", ["a"], ["v"]), mk("Sum", ["a", "x", "v"], ["y"])],
+     ("y",), "y"),                                                                             # its view, read later
 ])
 def test_no_reuse_where_it_would_be_wrong(nodes, outputs, kept):
     inits = [numpy_helper.from_array(np.array([1, 4, 25], np.int64), "sh"), _const("big", (2, 4, 5, 5)),
@@ -93,3 +95,26 @@ def test_long_chains_start_a_new_buffer():
     tasks = session.compiled.tasks
     assert [tasks.root(f"v{i}") for i in (0, 15, 16, 31, 32, 39)] == ["v0", "v0", "v16", "v16", "v32", "v32"]
     assert session.compiled._direct >= {t.id for t in tasks.tasks}   # every link computes into its bytes
+
+
+def test_a_declared_shape_the_inputs_contradict_gets_its_own_bytes():
+    """value_info says t is float32[1x4x5x5]; Add broadcasts it to [2x4x5x5]."""
+    model = _model([mk("Neg", ["x"], ["a"]), mk("Add", ["a", "big"], ["t"]), mk("Relu", ["t"], ["y"])],
+                   inits=[_const("big", (2, 4, 5, 5))])
+    model.graph.value_info.append(helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4, 5, 5]))
+    session, result = _run(model)
+    assert "t" not in session.compiled.tasks.inplace and result.outputs["y"].shape == (2, 4, 5, 5)
+
+
+def test_no_reuse_over_a_buffer_whose_slice_is_read_too():
+    """p lies in c's bytes (a no-task Concat); Sum(c, b, p) would read p after overwriting it."""
+    nodes = [mk("Neg", ["x"], ["p"]), mk("Abs", ["x"], ["q"]), mk("Concat", ["p", "q"], ["c"], axis=0),
+             mk("Sum", ["c", "b", "p"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [_const("b", (2, 8))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.arange(8, dtype=np.float32).reshape(1, 8) - 3
+    session = gx.Session(model)
+    got = session.run({"x": x}).outputs["y"]
+    assert session.compiled.tasks.locate("p") == ("c", 0) and "y" not in session.compiled.tasks.inplace
+    np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-6)
