@@ -39,9 +39,9 @@ def default_passes() -> PassManager:
 def compile_graph(graph: Any, options: Any, profile: DeviceProfile) -> "Compiled":
     """Run the pass pipeline on ``graph`` for ``options.input_types``."""
     t0 = time.perf_counter()
-    with gc_paused():   # passes make many small objects; collections would rescan them all
+    with gc_paused():   # passes and plan set-up make many small objects; collections would rescan them all
         state = default_passes().run(CompileState(graph, options, profile))
-    return Compiled(state, profile, time.perf_counter() - t0)
+        return Compiled(state, profile, time.perf_counter() - t0)
 
 
 @contextmanager
