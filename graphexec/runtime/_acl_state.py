@@ -128,10 +128,7 @@ class State:
         ctx = self.context()
         if stream is None:
             return self.entry_of(ctx.device_id).device, ctx.default_stream
-        if not isinstance(stream, Stream):
-            raise invalid_param(f"{stream!r} is not a stream")
-        if stream.destroyed:
-            raise invalid_handle(f"stream {stream.id} was destroyed")
+        live(stream, Stream, "a stream")
         if stream.context.device_id != ctx.device_id:
             raise acl_error(codes.RT_STREAM_CONTEXT, f"stream {stream.id} belongs to device "
                             f"{stream.context.device_id}, the current context to device {ctx.device_id}")
@@ -139,11 +136,7 @@ class State:
 
     def event(self, event: Event) -> Event:
         self.require_init()
-        if not isinstance(event, Event):
-            raise invalid_param(f"{event!r} is not an event")
-        if event.destroyed:
-            raise invalid_handle(f"event {event.id} was destroyed")
-        return event
+        return live(event, Event, "an event")
 
     def device_of_ptr(self, ptr: Any) -> Device:
         """The open device whose address range holds device pointer ``ptr``."""
@@ -190,3 +183,13 @@ def api(fn: F) -> F:
             return fn(*args, **kwargs)
 
     return locked  # type: ignore[return-value]
+
+
+def live(handle: Any, cls: type, kind: str) -> Any:
+    """``handle`` when it is a ``cls`` not yet destroyed (``kind``: "a stream"), else ACL's
+    invalid-parameter or invalid-handle error."""
+    if not isinstance(handle, cls):
+        raise invalid_param(f"{handle!r} is not {kind}")
+    if handle.destroyed:
+        raise invalid_handle(f"{kind.split()[-1]} {handle.id} was destroyed")
+    return handle

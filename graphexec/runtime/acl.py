@@ -29,12 +29,12 @@ from graphexec.runtime._acl_memory import (
     free, free_cached, free_host, get_mem_info, malloc, malloc_cached, malloc_host, memcpy, memcpy_async,
     memory_stats, memset, memset_async,
 )
-from graphexec.runtime._acl_state import STATE, Context, api
+from graphexec.runtime._acl_state import STATE, Context, api, live
 from graphexec.runtime.codes import (
     CALLBACK_BLOCK, CALLBACK_NO_BLOCK, DDR_MEM, EVENT_RECORDED_STATUS_COMPLETE, EVENT_RECORDED_STATUS_NOT_READY,
     HBM_MEM, HBM_MEM_HUGE, HBM_MEM_NORMAL, MEM_MALLOC_HUGE_FIRST, MEM_MALLOC_HUGE_ONLY, MEM_MALLOC_NORMAL_ONLY,
     MEMCPY_DEFAULT, MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST, MEMCPY_HOST_TO_DEVICE, MEMCPY_HOST_TO_HOST,
-    acl_error, invalid_handle, invalid_param, invalid_value,
+    acl_error, invalid_param, invalid_value,
 )
 from graphexec.runtime.device import Device
 from graphexec.runtime.hazards import Hazard
@@ -130,11 +130,7 @@ def create_context(device_id: int) -> Context:
 
 def _context(ctx: Any) -> Context:
     STATE.require_init()
-    if not isinstance(ctx, Context):
-        raise invalid_param(f"{ctx!r} is not a context")
-    if ctx.destroyed:
-        raise invalid_handle(f"context {ctx.id} was destroyed")
-    return ctx
+    return live(ctx, Context, "a context")
 
 
 @api
