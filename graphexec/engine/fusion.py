@@ -193,7 +193,8 @@ class FusedConv:
                 raise Unsupported("Conv: the reference computes this one")
             y = fn(self.ctx, values[self.x], self.w, self.b, out=out) if self.plain.takes_out \
                 else fn(self.ctx, values[self.x], self.w, self.b)
-        except Unsupported:   # step by step: the plain Conv, then the affine
+        except (Unsupported, ValueError, TypeError, LookupError, ArithmeticError):
+            # step by step: the plain Conv (its fallback, or its one-line KernelError), then the affine
             y = self.plain(values, out)[self.y]
             with np.errstate(all="ignore"):
                 y *= self.k.reshape(-1, 1, 1)
