@@ -138,7 +138,13 @@ def _im2col(xp: np.ndarray, groups: int, out: list[int], strides: list[int],
 @register("Conv", out=True)
 def conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
          out: np.ndarray | None = None) -> np.ndarray:
-    """N-d convolution as im2col + one matmul whose batch dimension is the group."""
+    """N-d convolution as im2col + one matmul whose batch dimension is the group; Inf and
+    NaN inputs give IEEE results without numpy's warnings."""
+    with np.errstate(all="ignore"):
+        return _conv(ctx, x, w, b, out)
+
+
+def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
     cdt = compute_dtype(x, "Conv")
     nd = x.ndim - 2
     if nd < 1 or w.ndim != x.ndim:

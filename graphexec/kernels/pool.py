@@ -210,7 +210,8 @@ def _max_with_indices(ctx: OpContext, x: np.ndarray, kernel: list[int], strides:
 @register("MaxPool", out=True)
 def max_pool(ctx: OpContext, x: np.ndarray,
              out: np.ndarray | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Window max ignoring padding (NaN never wins, as in onnxruntime); optional Indices output."""
+    """Window max ignoring padding; a NaN in a window makes its max NaN (numpy's maximum, as
+    PyTorch's max pool: NaN propagates); optional Indices output."""
     if x.dtype.type not in _MAX_TYPES:
         raise Unsupported(f"MaxPool: dtype {x.dtype}")
     kernel, strides, dil, out_sp, pb, pe = _setup(ctx, x)
@@ -222,16 +223,14 @@ def max_pool(ctx: OpContext, x: np.ndarray,
         return _max_with_indices(ctx, x, kernel, strides, dil, out_sp, pb)
     low = _lowest(x.dtype)
     y = _fast_2d(x, out, x.shape[:2] + tuple(out_sp))
-    if y is not None:   # fmax from the lowest value, as below: a NaN never wins
-        lows = scratch.constant(low, (x.shape[0] * x.shape[1],) + tuple(out_sp), x.dtype)
-        _windows_into(x, kernel, strides, dil, out_sp, pb, low, y,
-                      lambda a, b, out: np.fmax(lows, b, out=out), np.fmax)
+    if y is not None:   # padded with the lowest value, which no number loses to
+        _windows_into(x, kernel, strides, dil, out_sp, pb, low, y, lambda a, b, out: np.copyto(out, b), np.maximum)
         return y
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     xp = pad_for_windows(x, out_sp, pb, strides, eff, low)
     acc = np.full(x.shape[:2] + tuple(out_sp), low, dtype=x.dtype)
     for _, sl in tap_slices(out_sp, strides, kernel, dil):
-        np.fmax(acc, xp[(slice(None), slice(None)) + sl], out=acc)
+        np.maximum(acc, xp[(slice(None), slice(None)) + sl], out=acc)
     return acc
 
 

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import graphexec as gx
@@ -21,13 +21,32 @@ def _reference(model, feeds: dict) -> list[np.ndarray]:
     return ReferenceEvaluator(model).run(None, feeds)
 
 
-@pytest.mark.parametrize("name", [n for n in B.small_models() if n != "conv"])  # the reference's padded
-def test_nan_and_inf_propagate_like_the_reference(name):                        # MaxPool fails on NaN
+@pytest.mark.parametrize("name", [n for n in B.small_models() if n != "conv"])
+def test_nan_and_inf_propagate_like_the_reference(name):
     model = B.small_models()[name]
     got = gx.Session(gx.load(model)).run({"x": SPECIAL}).outputs
     for out, want in zip(got.values(), _reference(model, {"x": SPECIAL})):
         np.testing.assert_allclose(out, want, rtol=1e-6, equal_nan=True)
     assert any(np.isnan(v).any() for v in got.values())
+
+
+def test_nan_propagates_through_conv_and_max_pool(recwarn):
+    """Every 3x3 window of the 2x3 image meets the NaN or inf + -inf, so the Conv is all NaN,
+    and so is each MaxPool window (NaN propagates, as numpy's and PyTorch's max do; the onnx
+    reference's MaxPool fails on NaN and onnxruntime's mixes NaN and -FLT_MAX), quietly."""
+    got = gx.Session(gx.load(B.small_models()["conv"])).run({"x": SPECIAL}).outputs["y"]
+    assert got.shape == (2, 3) and np.isnan(got).all()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_max_pool_propagates_nan_and_ignores_padding():
+    x = np.array([[[[1.0, np.nan, 3.0], [-np.inf, -5.0, 2.0], [4.0, 0.0, -1.0]]]], np.float32)
+    node = mk("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 1, 0, 0])
+    model = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)])
+    got = gx.Session(model).run({"x": x}).outputs["y"][0, 0]
+    np.testing.assert_array_equal(got, [[1, np.nan, np.nan], [1, np.nan, np.nan], [4, 4, 2]])
 
 
 def test_nan_and_inf_through_the_command_line(tmp_path, capsys):
