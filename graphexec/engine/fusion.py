@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from graphexec.ir import Graph
-from graphexec.kernels import scratch
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.kernels.elementwise import relu
 from graphexec.kernels.registry import Unsupported
 from graphexec.passes.tasks import Task, TaskGraph
 
@@ -170,10 +170,6 @@ def _conv_weights(graph: Graph, task: Task) -> tuple[np.ndarray, np.ndarray | No
     return w, b
 
 
-def _relu(y: np.ndarray) -> None:
-    np.maximum(y, scratch.constant(0, y.shape, y.dtype), out=y)
-
-
 class FusedConv:
     """A Conv computed with the chain's affine folded into its filter and bias, then Relu."""
 
@@ -200,7 +196,7 @@ class FusedConv:
                 y *= self.k.reshape(-1, 1, 1)
                 y += self.s.reshape(-1, 1, 1)
         if self.relu:
-            _relu(y)
+            relu(y, out=y)
         return {self.y: y}
 
 
@@ -218,7 +214,7 @@ class FusedAffine:
             np.multiply(x, self.k.reshape(shape), out=y)
             y += self.s.reshape(shape)
         if self.relu:
-            _relu(y)
+            relu(y, out=y)
         return {self.y: y}
 
 

@@ -98,7 +98,7 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
     ho, wo = geo.out
     xp = scratch.padded("conv.x", x, tuple(geo.begin), geo.padded_shape())
     phases = _phases(xp, sh, sw, {i * dh % sh for i in range(kh)}, {j * dw % sw for j in range(kw)}) \
-        if kh * kw > 9 else None
+        if kh * kw > 9 and sh * sw > 1 else None
     k = c * kh * kw
     rows = max(1, min(ho, CHUNK_BYTES // max(1, k * wo * x.itemsize)))
 
@@ -126,9 +126,7 @@ def _tap(xp: np.ndarray, phases: dict | None, geo: Geometry, i: int, j: int, r0:
 
 def _phases(xp: np.ndarray, sh: int, sw: int, rows: set[int], cols: set[int]) -> dict[tuple[int, int], np.ndarray]:
     """Phase (a, b) of ``xp`` (C, H, W) holds its rows a::sh and columns b::sw, for the
-    phases the taps use; with unit strides the one phase is ``xp`` itself."""
-    if sh == sw == 1:
-        return {(0, 0): xp}
+    phases the taps use."""
     out = {}
     for a in sorted(rows):
         for b in sorted(cols):

@@ -51,9 +51,9 @@ class TaskGraph:
     """Kernel tasks in a valid order plus their data dependencies.
 
     ``alias`` maps a value that owns no bytes (a view, a no-task Concat input, an in-place
-    output, listed again in ``inplace``) to the value it lives in, ``offset`` gives its byte offset there (0 when absent); ``deps``
-    maps a task id to the ids of the tasks it must follow. Tasks name the values they
-    read and write; :meth:`locate` finds the buffer.
+    output, listed again in ``inplace``) to the value it lives in, ``offset`` gives its
+    byte offset there (0 when absent); ``deps`` maps a task id to the ids of the tasks it
+    must follow. Tasks name the values they read and write; :meth:`locate` finds the buffer.
     """
 
     tasks: list[Task]
