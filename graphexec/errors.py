@@ -53,7 +53,7 @@ class KernelError(GraphExecError):
 
 
 class PassError(GraphExecError):
-    """A compiler pass failed; the message says which pass and what ran before it."""
+    """A compiler pass refused the graph; the message says which pass and why."""
 
 
 class DeviceError(GraphExecError):
@@ -79,3 +79,8 @@ class OutOfMemoryError(AclError):
 
     def __init__(self, message: str) -> None:
         super().__init__(207001, "ACL_ERROR_RT_MEMORY_ALLOCATION", message)
+
+
+class InvariantError(AssertionError):
+    """A pass broke its own contract (``requires``/``ensures``): an internal bug, never bad
+    input, so it is outside the ``GraphExecError`` family and the CLI exits 1 on it."""

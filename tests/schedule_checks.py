@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from graphexec.passes.tasks import TaskKind
+from graphexec.plan.tasks import TaskKind
 
 
 def check_trace_order(trace: dict) -> None:
@@ -40,6 +40,7 @@ def sync_graph(schedule) -> tuple[nx.DiGraph, dict[int, int]]:
         if t.kind is TaskKind.EVENT_RECORD:
             newest[t.event] = t.id
         elif t.kind is TaskKind.EVENT_WAIT:
+            assert t.record == newest[t.event], f"wait {t.id} names record {t.record}, binds to {newest[t.event]}"
             pair[t.id] = newest[t.event]
             g.add_edge(newest[t.event], t.id)
     return g, pair

@@ -5,43 +5,50 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from functools import cached_property
 from typing import Any, Iterator
 
 import numpy as np
 
-from graphexec.engine.bounds import lower_bound_us
-from graphexec.engine.direct import direct_tasks
-from graphexec.engine.fusion import fuse_chains
-from graphexec.engine.executor import ExecContext, launch_all, place, prime_views
-from graphexec.engine.replay import Tape, kernel_tasks, replay
-from graphexec.engine.threads import Overlap, ThreadPlan, Workers
+from graphexec.engine.executor import ExecContext, Location, place, prime_views
+from graphexec.engine.replay import Tape, replay
+from graphexec.engine.threads import Overlap, Workers
 from graphexec.engine.result import Result, make_stats
 from graphexec.errors import OutOfMemoryError
+from graphexec.ir import Graph
 from graphexec.kernels import parallel
-from graphexec.passes.base import CompileState, PassManager
-from graphexec.passes.limits import SizeCheck
+from graphexec.passes.base import Bounds, CompileState, PassManager
+from graphexec.passes.direct_writes import DirectWrites
+from graphexec.passes.host_fusion import HostFusion
 from graphexec.passes.lowering import Lowering
-from graphexec.passes.memory import MemoryPlan, MemoryPlanning
-from graphexec.passes.shapes import ShapeInference
-from graphexec.passes.scheduling import StreamAssignment
+from graphexec.passes.makespan_bounds import MakespanBounds
+from graphexec.passes.memory_planning import MemoryPlanning
+from graphexec.passes.shape_inference import ShapeInference
+from graphexec.passes.size_check import SizeCheck
+from graphexec.passes.stream_assignment import StreamAssignment
+from graphexec.passes.thread_plan import ThreadPlan, ThreadPlanning
+from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.device import Device
+from graphexec.runtime.launch import launch_all
 from graphexec.runtime.profiles import DeviceProfile
+from graphexec.runtime.stream import Stream
 
 REGIONS = ("weight", "io", "activation")
 
 
-def default_passes() -> PassManager:
-    return PassManager([ShapeInference(), SizeCheck(), Lowering(), StreamAssignment(), MemoryPlanning()])
+def default_passes(options: CompileOptions) -> PassManager:
+    """Every compile step, in order; the thread plan only for more than one host thread."""
+    passes = [ShapeInference(), SizeCheck(), Lowering(), StreamAssignment(), MemoryPlanning(), HostFusion(),
+              DirectWrites(), MakespanBounds()]
+    return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 
 
-def compile_graph(graph: Any, options: Any, profile: DeviceProfile) -> "Compiled":
-    """Run the pass pipeline on ``graph`` for ``options.input_types``."""
+def compile_graph(graph: Graph, options: CompileOptions, profile: DeviceProfile) -> Compiled:
+    """Run the pass pipeline on ``graph`` for ``options.input_types``, then lay out the device."""
     t0 = time.perf_counter()
     with gc_paused():   # passes and plan set-up make many small objects; collections would rescan them all
-        state = default_passes().run(CompileState(graph, options, profile))
-        return Compiled(state, profile, time.perf_counter() - t0)
+        state = default_passes(options).run(CompileState(graph, options, profile))
+        return Compiled(state, time.perf_counter() - t0)
 
 
 @contextmanager
@@ -57,52 +64,56 @@ def gc_paused() -> Iterator[None]:
 
 
 class Compiled:
-    """The products of compilation plus a device holding the weights."""
+    """The compiled plan (the passes' final state) plus a device holding the weights:
+    allocate, upload, run."""
 
-    def __init__(self, state: CompileState, profile: DeviceProfile, compile_s: float) -> None:
+    def __init__(self, state: CompileState, compile_s: float) -> None:
         self.state = state
-        self.graph = state.graph
-        self.tasks = state.tasks
-        self.schedule = state.schedule
-        self.memory_plan: MemoryPlan = state.memory_plan
-        self.profile = profile
+        self.graph: Graph = state.graph
+        self.tasks: TaskGraph = state.need_tasks()
+        self.schedule: Schedule = state.need_schedule()
+        self.memory_plan: MemoryPlan = state.need_memory_plan()
+        self.bounds: Bounds = _need_bounds(state)
+        self.fused = state.fused
+        self.profile = state.profile
         self.compile_s = compile_s
         opts = state.options
-        self.device = Device(profile, check_hazards=bool(getattr(opts, "check_hazards", False)),
-                             graph_mode=getattr(opts, "launch", "graph") == "graph")
+        self.device = Device(self.profile, check_hazards=opts.check_hazards, graph_mode=opts.graph_mode)
         self.bases = self._allocate()
         self._upload_weights()
-        self._kernels = kernel_tasks(self.schedule.order)
+        self._kernels = self.schedule.kernels()
         self._index = {t.id: i for i, t in enumerate(self._kernels)}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
-        self.fused = fuse_chains(self.graph, self.tasks)   # tasks whose math their chain's head does
+        self._where: dict[str, Location] = {}
+        self._views: dict[str, Any] = {}
         self._prepare()
-        self.bounds = lower_bound_us(self.tasks, self.profile)   # (lower bound, critical path)
 
     def _prepare(self) -> None:
-        """What every run shares, worked out once: where each value lives, a view of each
-        (the pool does not move), and which kernels may compute into their output views."""
-        ctx = ExecContext(self.device, self.graph, self.tasks)
+        """What every run shares, worked out once: where each value lives and a view of
+        each (the pool does not move)."""
+        ctx = self._context()
         place(ctx, self.memory_plan, self.bases)
-        self._where, self._views = ctx.where, ctx.views
         prime_views(ctx)
-        self._direct = direct_tasks(self.graph, self.tasks, self.schedule, ctx.where)
 
     def _context(self) -> ExecContext:
-        """A fresh run context sharing the prepared views, places and direct-write analysis."""
-        return ExecContext(self.device, self.graph, self.tasks, where=self._where, views=self._views,
-                           direct=self._direct, index=self._index)
+        """A fresh run context sharing the prepared views and places."""
+        st = self.state
+        return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
+                           tasks=self.tasks, runners=st.runners, where=self._where,
+                           views=self._views, direct=st.direct, index=self._index)
 
-    @cached_property
+    @property
     def thread_plan(self) -> ThreadPlan:
         """Which kernels may compute on worker threads, and what each waits for."""
-        return ThreadPlan.of(self.graph, self.tasks, self.schedule, self._kernels)
+        if self.state.threads is None:
+            raise RuntimeError("this plan was compiled for one host thread (CompileOptions.threads == 1)")
+        return self.state.threads
 
     def _allocate(self) -> dict[str, int]:
         sizes = self.memory_plan.region_bytes
         total = sum(sizes.values())
         if total > self.profile.hbm_capacity_bytes:
-            big = max(self.memory_plan.entries, key=lambda e: e.size, default=None)
+            big = max(self.memory_plan.buffers, key=lambda e: e.size, default=None)
             raise OutOfMemoryError(
                 f"{self.graph.source}: the plan needs {total} bytes ({sizes['weight']} weights, {sizes['io']} "
                 f"inputs/outputs, {sizes['activation']} activation pool), device {self.profile.name} has "
@@ -110,7 +121,7 @@ class Compiled:
         return {r: self.device.memory.alloc(sizes[r], tag=r) for r in REGIONS}
 
     def _upload_weights(self) -> None:
-        for e in self.memory_plan.entries:
+        for e in self.memory_plan.buffers:
             if e.region == "weight":
                 const = np.ascontiguousarray(self.graph.values[e.tensor].const)
                 view = self.device.view(self.bases["weight"] + e.offset, const.dtype, const.shape)
@@ -171,7 +182,7 @@ class Compiled:
         dev.synchronize_device()
         return Tape(host_start, ctx.tape, dev.sim, list(dev.launches), dev.host_t)
 
-    def _stream(self, dev: Device, i: int) -> Any:
+    def _stream(self, dev: Device, i: int) -> Stream:
         prio = self.schedule.priorities[i] if i < len(self.schedule.priorities) else None
         if i == 0 and prio is None:
             return dev.default_stream
@@ -192,3 +203,9 @@ class Compiled:
         out = np.empty(value.shape, value.dtype)
         self.device.memcpy_sync(value.nbytes, "d2h", lambda: out.__setitem__(..., value))
         return out
+
+
+def _need_bounds(state: CompileState) -> Bounds:
+    if state.bounds is None:
+        raise RuntimeError("the pipeline ran no MakespanBounds pass")
+    return state.bounds

@@ -1,7 +1,8 @@
 """The executor: launches a compiled schedule on the emulated device.
 
-A dispatch table keyed by task kind turns each planned task into runtime calls
-(tinygrad's ``pm_exec``). Tensors live in device memory at their planned offsets;
+The runtime's dispatch table keyed by task kind (``runtime/launch.py``, tinygrad's
+``pm_exec``) turns each planned task into runtime calls; the executor's context adds
+each kernel's math (read, compute, store at its simulated start and end). Tensors live in device memory at their planned offsets;
 values whose size is only known at run time get their own allocation when written,
 and container values (sequences, maps, strings) stay on the host.
 """
@@ -9,15 +10,14 @@ and container values (sequences, maps, strings) stay on the host.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Mapping
 
 import numpy as np
 
 from graphexec.errors import KernelError
 from graphexec.ir import Graph
-from graphexec.passes.memory import MemoryPlan
-from graphexec.passes.tasks import Task, TaskGraph, TaskKind
-from graphexec.runtime.device import Device
+from graphexec.plan import MemoryPlan, Runner, Task, TaskGraph
+from graphexec.runtime.launch import LaunchContext
 from graphexec.runtime.sim import DeviceTask
 
 
@@ -28,8 +28,8 @@ class Location:
     shape: tuple[int, ...]
 
 
-@dataclass
-class ExecContext:
+@dataclass(kw_only=True)
+class ExecContext(LaunchContext):
     """What the task handlers share during one run.
 
     ``views`` caches the device-memory view of each planned value (and constants): the
@@ -38,21 +38,28 @@ class ExecContext:
     ``direct`` holds the ids of the tasks that may compute into their output views.
     """
 
-    device: Device
     graph: Graph
     tasks: TaskGraph
+    runners: Mapping[int, Runner] = field(default_factory=dict)
     where: dict[str, Location] = field(default_factory=dict)     # planned places
     dynamic: dict[str, Location] = field(default_factory=dict)   # run-time allocations
     host: dict[str, Any] = field(default_factory=dict)           # host-only values
-    streams: dict[int, Any] = field(default_factory=dict)
-    events: dict[int, Any] = field(default_factory=dict)
     temp_segments: list[int] = field(default_factory=list)
     views: dict[str, Any] = field(default_factory=dict)
-    direct: set[int] = field(default_factory=set)
+    direct: frozenset[int] = frozenset()
     tape: list[int] = field(default_factory=list)   # kernel i appends i at its start, ~i at its end
     index: dict[int, int] = field(default_factory=dict)          # kernel task id -> launch index
     calls: dict[int, "KernelCall"] = field(default_factory=dict)
     overlap: Any = None             # threads.Overlap when kernels compute on a thread pool
+
+    def kernel(self, task: Task) -> DeviceTask:
+        """The device task of a kernel: its math at its start and end, its byte ranges."""
+        call = self.call(task)
+        checked = self.device.checker is not None
+        return DeviceTask("kernel", self.streams[self.stream_of[task.id]], task.name, task.unit, task.block_dim,
+                          task.flops, task.bytes, task.dtype, "d2d", None, call.start, call.end,
+                          {"task": task}, _ranges(self, task.reads) if checked else (),
+                          _ranges(self, task.writes) if checked else ())
 
     def call(self, task: Task) -> "KernelCall":
         """The one KernelCall of ``task`` in this run."""
@@ -136,10 +143,10 @@ class KernelCall:
         read = self.ctx.read
         values = {n: read(n) for n in self.task.reads}
         out = scratch if not direct else read(self.out) if self.out is not None else None
-        return self.task.runner(values, out)
+        return self.ctx.runners[self.task.id](values, out)
 
     def store(self, outputs: dict[str, Any]) -> None:
-        write, stream = self.ctx.write, self.ctx.streams[self.task.stream]
+        write, stream = self.ctx.write, self.ctx.streams[self.ctx.stream_of[self.task.id]]
         for name, value in outputs.items():
             write(name, value, stream)
 
@@ -164,15 +171,6 @@ class KernelCall:
         self.ctx.tape.append(~self.index)
 
 
-def _kernel(ctx: ExecContext, task: Task) -> None:
-    call = ctx.call(task)
-    checked = ctx.device.checker is not None
-    ctx.device.launch(DeviceTask("kernel", ctx.streams[task.stream], task.name, task.unit, task.block_dim,
-                                 task.flops, task.bytes, task.dtype, "d2d", None, call.start, call.end,
-                                 {"task": task}, _ranges(ctx, task.reads) if checked else (),
-                                 _ranges(ctx, task.writes) if checked else ()))
-
-
 def _ranges(ctx: ExecContext, names: list[str]) -> list[tuple[int, int, str]]:
     """(ptr, nbytes, name) of planned tensors, for the hazard checker; run-time allocations
     do not exist yet at launch and are left out."""
@@ -186,25 +184,9 @@ def _ranges(ctx: ExecContext, names: list[str]) -> list[tuple[int, int, str]]:
     return out
 
 
-def _record(ctx: ExecContext, task: Task) -> None:
-    ctx.device.record_event(ctx.events[task.event], ctx.streams[task.stream]).meta["task"] = task
-
-
-def _wait(ctx: ExecContext, task: Task) -> None:
-    ctx.device.stream_wait_event(ctx.streams[task.stream], ctx.events[task.event]).meta["task"] = task
-
-
-HANDLERS: dict[TaskKind, Callable[[ExecContext, Task], None]] = {
-    TaskKind.KERNEL: _kernel,
-    TaskKind.AICPU: _kernel,
-    TaskKind.EVENT_RECORD: _record,
-    TaskKind.EVENT_WAIT: _wait,
-}
-
-
 def place(ctx: ExecContext, plan: MemoryPlan, bases: dict[str, int]) -> None:
-    """Map every planned tensor to its device address."""
-    for e in plan.entries:
+    """Map every planned buffer to its device address."""
+    for e in plan.buffers:
         t = ctx.graph.values[e.tensor].type
         ctx.where[e.tensor] = Location(bases[e.region] + e.offset, t.dtype, tuple(t.shape))
 
@@ -217,9 +199,3 @@ def prime_views(ctx: ExecContext) -> None:
             ctx._read(name)
     for name in ctx.where:
         ctx._read(name)
-
-
-def launch_all(ctx: ExecContext, order: list[Task]) -> None:
-    """Launch every task through the dispatch table, in launch order."""
-    for task in order:
-        HANDLERS[task.kind](ctx, task)

@@ -9,7 +9,7 @@ import numpy as np
 
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
-from graphexec.passes.limits import INT64_MAX, check_fits, unholdable
+from graphexec.passes.size_check import INT64_MAX, check_fits, unholdable
 from graphexec.runtime.profiles import DeviceProfile
 
 

@@ -15,9 +15,9 @@ def utilization(done: list[Any], profile: Any, makespan: float) -> dict[str, flo
             continue
         moved += t.bytes
         if t.unit == "cube":
-            cube += t.flops / (profile.cube_flops_per_us_per_core(t.dtype) * profile.ai_cores)
+            cube += t.flops / (profile.unit_rate("cube", t.dtype) * profile.ai_cores)
         elif t.unit == "vector":
-            vector += t.flops / (profile.vector_flops_per_us_per_core(t.dtype) * profile.vector_cores)
+            vector += t.flops / (profile.unit_rate("vector", t.dtype) * profile.vector_cores)
     return {"cube_utilization": cube / makespan, "vector_utilization": vector / makespan,
             "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
 

@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Any
 
 from graphexec.engine.executor import ExecContext
-from graphexec.passes.tasks import Task, TaskKind
+from graphexec.plan.tasks import Task
 
 
 @dataclass
@@ -61,11 +61,6 @@ class Tape:
 
     def stats_for(self, device: Any) -> Any:
         return replace(self.stats, host_time_us=float(device.host_t), extra={})
-
-
-def kernel_tasks(order: list[Task]) -> list[Task]:
-    """The kernel tasks in launch order (the indices the tape uses)."""
-    return [t for t in order if t.kind in (TaskKind.KERNEL, TaskKind.AICPU)]
 
 
 def replay(ctx: ExecContext, kernels: list[Task], tape: Tape) -> None:

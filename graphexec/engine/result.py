@@ -110,10 +110,10 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
     done = [t for t in dev.sim.finished if t.start_t is not None]
     work = [t for t in done if t.kind in ("kernel", "memcpy")]
     makespan = (max(t.end_t for t in work) - min(t.start_t for t in work)) if work else 0.0
-    lb, cp = compiled.bounds
+    lb, cp = compiled.bounds.lower_bound_us, compiled.bounds.critical_path_us
     plan, sched = compiled.memory_plan, compiled.schedule
     kernels = compiled.tasks.tasks
-    sizes = {e.tensor: e.size for e in plan.entries if e.region == "activation"}
+    sizes = {e.tensor: e.size for e in plan.buffers if e.region == "activation"}
     return Stats(
         makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
         num_tasks=len(done), num_kernels=sum(t.unit != "aicpu" for t in kernels),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -23,20 +23,8 @@ from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.ir import Graph
+from graphexec.plan import CompileOptions, MemoryPlan
 from graphexec.runtime.profiles import DeviceProfile, load_profile
-
-
-@dataclass(frozen=True)
-class SessionOptions:
-    """Compile options; part of the cache key together with the input shapes."""
-
-    streams: int | str = 1
-    policy: str | None = None
-    memory: str = "reuse"
-    fold: bool = True
-    check_hazards: bool = False
-    launch: str = "graph"
-    input_types: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 class Session:
@@ -77,11 +65,11 @@ class Session:
             streams, policy = max(1, len(self.graph.meta["schedule"]["streams"])), "manual"
         policy = policy if policy is not None else own.get("policy")
         self.profile = load_profile(device if device is not None else own.get("device", "ascend910"))
-        self.options = SessionOptions(_check_streams(streams, self.profile), policy,
-                                      memory if memory_reuse else "none", fold, check_hazards, launch)
-        self._cache: dict[tuple, Compiled] = {}
-        self._last: Compiled | None = None
         self.threads = _check_threads(threads)
+        self.options = CompileOptions(_check_streams(streams, self.profile), policy,
+                                      memory if memory_reuse else "none", fold, check_hazards, launch, self.threads)
+        self._cache: dict[tuple[Any, ...], Compiled] = {}
+        self._last: Compiled | None = None
         self._workers: Workers | None = None
 
     def compile(self, feeds: Mapping[str, Any] | None = None) -> Compiled:
@@ -90,7 +78,7 @@ class Session:
         key = signature(types)
         compiled = self._cache.get(key)
         if compiled is None:
-            opts = SessionOptions(**{**self.options.__dict__, "input_types": types})
+            opts = replace(self.options, input_types=types)
             compiled = self._cache[key] = compile_graph(_clone(self.graph), opts, self.profile)
         self._last = compiled
         return compiled
@@ -105,7 +93,7 @@ class Session:
         return compiled.run(feeds, self._workers)
 
     @property
-    def memory_plan(self):
+    def memory_plan(self) -> MemoryPlan:
         """The memory plan of the most recently compiled signature."""
         if self._last is None:
             self.compile(None)

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import heapq
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from graphexec.engine.direct import producers
-from graphexec.passes.tasks import Task
+from graphexec.passes.thread_plan import ThreadPlan
+from graphexec.plan.tasks import Task
 
 
 class Workers:
@@ -56,31 +55,6 @@ class Workers:
 
 
 LOOKAHEAD = 16        # eager kernels start at most this many kernel starts ahead
-MIN_FLOPS = 2e6       # below this (and MIN_BYTES) a worker costs more than the math
-MIN_BYTES = 1 << 20
-
-
-@dataclass
-class ThreadPlan:
-    """What a compiled plan needs to run its kernels on threads: who may, and who waits for whom."""
-
-    index: dict[int, int]              # task id -> launch index among kernels
-    needs: dict[int, int]              # task id -> number of producers (eligible tasks only)
-    consumers: dict[int, list[int]]    # task id -> eligible tasks reading what it writes
-
-    @classmethod
-    def of(cls, graph: Any, tasks: Any, schedule: Any, kernels: list[Task]) -> "ThreadPlan":
-        prods = producers(graph, tasks, schedule)
-        needs: dict[int, int] = {}
-        consumers: dict[int, list[int]] = {}
-        for t in kernels:
-            ps = prods.get(t.id)
-            if ps is None or (t.flops < MIN_FLOPS and t.bytes < MIN_BYTES):
-                continue
-            needs[t.id] = len(ps)
-            for p in ps:
-                consumers.setdefault(p.id, []).append(t.id)
-        return cls({t.id: i for i, t in enumerate(kernels)}, needs, consumers)
 
 
 class Overlap:

@@ -1,34 +1,79 @@
 """One pass contract: ``Pass.call(state) -> PassResult``, run in order by a PassManager.
 
-The state a pass sees is a :class:`CompileState`: the graph being compiled plus the
-products of earlier passes (task graph, schedule, memory plan) in typed fields.
+The state a pass sees is a frozen :class:`CompileState`: the graph being compiled plus
+the products of earlier passes (task graph, schedule, memory plan, ...) in typed fields.
+A pass returns a new state (``dataclasses.replace``) and never changes what it was given.
+``requires``/``ensures`` check a pass's contract; they run when ``CHECK_CONTRACTS`` is
+on (the tests switch it on; ``GRAPHEXEC_CHECK=1`` does too) and raise ``InvariantError``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping
 
-from graphexec.errors import GraphExecError, PassError
+from graphexec.errors import GraphExecError, InvariantError
 from graphexec.ir import Graph
+from graphexec.plan import CompileOptions, MemoryPlan, Runner, Schedule, TaskGraph
+from graphexec.runtime.profiles import DeviceProfile
+
+if TYPE_CHECKING:
+    from graphexec.passes.thread_plan import ThreadPlan
 
 log = logging.getLogger(__name__)
+CHECK_CONTRACTS = os.environ.get("GRAPHEXEC_CHECK", "") not in ("", "0")
 
 
-@dataclass
+@dataclass(frozen=True)
+class Bounds:
+    """What no schedule on the device can beat: max(critical path, core-time / cores,
+    bytes / HBM bandwidth), and the critical path alone (microseconds)."""
+
+    lower_bound_us: float
+    critical_path_us: float
+
+
+@dataclass(frozen=True)
 class CompileState:
-    """Everything compilation knows so far; passes fill the later fields."""
+    """Everything compilation knows so far; each pass returns it with its own fields set.
+
+    ``runners`` maps a kernel task's id to what computes its outputs (lowering makes
+    them, host fusion replaces some); ``direct`` holds the ids of the tasks that compute
+    straight into their output bytes; ``fused`` counts the tasks whose math their chain's
+    head does.
+    """
 
     graph: Graph
-    options: Any = None
-    profile: Any = None
-    runners: dict[str, Any] = field(default_factory=dict)
-    tasks: Any = None
-    schedule: Any = None
-    memory_plan: Any = None
-    timings: dict[str, float] = field(default_factory=dict)
+    options: CompileOptions
+    profile: DeviceProfile
+    tasks: TaskGraph | None = None
+    runners: Mapping[int, Runner] = field(default_factory=lambda: MappingProxyType({}))
+    schedule: Schedule | None = None
+    memory_plan: MemoryPlan | None = None
+    fused: int = 0
+    direct: frozenset[int] = frozenset()
+    bounds: Bounds | None = None
+    threads: ThreadPlan | None = None
+    timings: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+    def need_tasks(self) -> TaskGraph:
+        return _need(self.tasks, "tasks")
+
+    def need_schedule(self) -> Schedule:
+        return _need(self.schedule, "schedule")
+
+    def need_memory_plan(self) -> MemoryPlan:
+        return _need(self.memory_plan, "memory_plan")
+
+
+def _need(value: Any, name: str) -> Any:
+    if value is None:
+        raise InvariantError(f"the state has no {name} yet: a pass that makes it must run first")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +83,8 @@ class PassResult:
 
 
 class Pass:
-    """Base of every pass: override ``call``; ``requires``/``ensures`` check invariants."""
+    """Base of every pass: override ``call``; ``requires``/``ensures`` check invariants
+    (raise ``InvariantError``) and run only when contracts are checked."""
 
     name = "pass"
 
@@ -52,29 +98,35 @@ class Pass:
         """Raise if the pass left ``state`` inconsistent."""
 
     def __call__(self, state: CompileState) -> PassResult:
-        self.requires(state)
+        if CHECK_CONTRACTS:
+            self.requires(state)
         result = self.call(state)
-        self.ensures(result.state)
+        if CHECK_CONTRACTS:
+            self.ensures(result.state)
         return result
 
 
 class PassManager:
-    """Runs passes in order; a failure names the pass and the ones before it."""
+    """Runs passes in order; a failure is annotated with the pass and the ones before it.
+
+    Errors the input causes (``GraphExecError``) pass through as they are; anything else
+    is a bug and keeps its type (the CLI reports it as an internal error, exit 1)."""
 
     def __init__(self, passes: list[Pass]) -> None:
         self.passes = passes
 
     def run(self, state: CompileState) -> CompileState:
         done: list[str] = []
+        timings: dict[str, float] = dict(state.timings)
         for p in self.passes:
             t0 = time.perf_counter()
             try:
                 state = p(state).state
-            except GraphExecError:
-                raise
             except Exception as e:
-                raise PassError(f"{type(e).__name__} in pass {p.name!r} after {done}: {e}") from e
-            state.timings[p.name] = time.perf_counter() - t0
-            log.debug("pass %s took %.3f s", p.name, state.timings[p.name])
+                if not isinstance(e, GraphExecError):
+                    e.add_note(f"in pass {p.name!r} after {done}")
+                raise
+            timings[p.name] = time.perf_counter() - t0
+            log.debug("pass %s took %.3f s", p.name, timings[p.name])
             done.append(p.name)
-        return state
+        return replace(state, timings=MappingProxyType(timings))

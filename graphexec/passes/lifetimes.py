@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphexec.passes.events import Schedule
-from graphexec.passes.tasks import TaskGraph
+from graphexec.plan.schedule import Schedule
+from graphexec.plan.tasks import TaskGraph
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,20 +24,21 @@ class Lifetime:
 def lifetimes(tasks: TaskGraph, schedule: Schedule, sizes: dict[str, int]) -> dict[str, Lifetime]:
     """Lifetime of every buffer (root value) in ``sizes`` that a task writes."""
     info: dict[str, list] = {}
-    root = tasks.root
+    root, stream_of = tasks.root, schedule.stream_of
     for i, t in enumerate(schedule.order):
         for name in t.writes:
             r = root(name)
             if r in sizes:
-                rec = info.setdefault(r, [i, i, t.stream, [], {}])
+                rec = info.setdefault(r, [i, i, stream_of[t.id], [], {}])
                 rec[3].append(t.id)
         pos = schedule.pos[t.id]
         for name in (*t.reads, *t.writes):
             rec = info.get(root(name))
             if rec is not None:
                 rec[1] = i
-                if rec[4].get(t.stream, -1) < pos:
-                    rec[4][t.stream] = pos
+                s = stream_of[t.id]
+                if rec[4].get(s, -1) < pos:
+                    rec[4][s] = pos
     return {k: Lifetime(k, sizes[k], v[0], v[1], v[2], tuple(v[3]), tuple(sorted(v[4].items())))
             for k, v in info.items()}
 

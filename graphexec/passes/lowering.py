@@ -11,13 +11,16 @@ with it writes over that input (``inplace.py``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+
 from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import node_cost
 from graphexec.kernels.dispatch import NodeRunner
-from graphexec.passes.concat import no_task_concats
-from graphexec.passes.inplace import inplace_outputs
+from graphexec.passes.concat_slices import no_task_concats
+from graphexec.passes.inplace_outputs import inplace_outputs
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.tasks import Task, TaskGraph, TaskKind
+from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind, flatten_aliases
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 
@@ -39,14 +42,17 @@ def _shapes(graph: Graph, names: list[str]) -> tuple[list, int]:
     return shapes, total
 
 
-def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
-    """The task graph of ``graph``; ``runners`` gets one NodeRunner per kernel node."""
+def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
+    """The task graph of ``graph`` and one NodeRunner per kernel task (by task id)."""
     views = {n.outputs[0]: n.inputs[0] for n in graph.nodes if _is_view(n, graph)}
     slices = no_task_concats(graph, set(views))
     merged = {x for x, _ in slices.values()}
-    tg = TaskGraph([], {}, dict(views), {})
+    alias, offset = dict(views), {}
     for x, (y, off) in slices.items():
-        tg.alias[x], tg.offset[x] = y, off
+        alias[x], offset[x] = y, off
+    tasks: list[Task] = []
+    deps: dict[int, set[int]] = {}
+    runners: dict[int, Runner] = {}
     writers: dict[str, set[int]] = {}
     for node in graph.nodes:
         outs = [o for o in node.outputs if o]
@@ -56,27 +62,27 @@ def lower(graph: Graph, runners: dict[str, NodeRunner]) -> TaskGraph:
         if node.op == "Concat" and outs and outs[0] in merged:
             writers[outs[0]] = set().union(*(writers.get(x, set()) for x in node.inputs))
             continue
-        tid = len(tg.tasks)
-        tg.tasks.append(_kernel_task(tid, node, graph, runners))
-        tg.deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
+        tid = len(tasks)
+        runner = runners[tid] = NodeRunner(node, graph)
+        tasks.append(_kernel_task(tid, node, graph, runner))
+        deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
         for o in outs:
             writers[o] = {tid}
-    tg.flatten_aliases()    # the in-place pass looks up roots: keep each lookup one step
-    tg.inplace = inplace_outputs(graph, tg)
-    tg.flatten_aliases()
-    return tg
+    # the in-place pass looks up roots: keep each lookup one step
+    tg = TaskGraph(tasks, deps, *flatten_aliases(alias, offset))
+    inplace = inplace_outputs(graph, tg)
+    return TaskGraph(tasks, deps, *flatten_aliases({**tg.alias, **inplace}, tg.offset), inplace), runners
 
 
-def _kernel_task(tid: int, node: Node, graph: Graph, runners: dict[str, NodeRunner]) -> Task:
-    runner = runners[node.name] = NodeRunner(node, graph)
+def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner) -> Task:
     in_shapes, in_bytes = _shapes(graph, node.inputs)
     outs = [o for o in node.outputs if o]
     out_shapes, out_bytes = _shapes(graph, outs)
     cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback,
                      node.domain)
     kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
-    return Task(tid, kind, node.name, node.op, list(dict.fromkeys(node.all_inputs)), outs, cost.unit, cost.flops,
-                cost.bytes, cost.block_dim, _compute_dtype(graph, outs), runner, node)
+    return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(node.all_inputs)), tuple(outs), cost.unit,
+                cost.flops, cost.bytes, cost.block_dim, _compute_dtype(graph, outs), node)
 
 
 def _compute_dtype(graph: Graph, outputs: list[str]) -> str:
@@ -91,5 +97,5 @@ class Lowering(Pass):
     name = "lowering"
 
     def call(self, state: CompileState) -> PassResult:
-        state.tasks = lower(state.graph, state.runners)
-        return PassResult(state, True)
+        tasks, runners = lower(state.graph)
+        return PassResult(replace(state, tasks=tasks, runners=MappingProxyType(runners)), True)

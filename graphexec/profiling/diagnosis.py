@@ -22,6 +22,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from graphexec.passes.stream_assignment import build_schedule
+from graphexec.passes.stream_policies import POLICIES
+from graphexec.runtime.launch import simulate_makespan
 from graphexec.profiling.record import RunRecord
 from graphexec.profiling.summary import op_rows
 
@@ -50,26 +53,17 @@ class Diagnosis:
 
 def what_if(compiled: Any) -> tuple[float, float, int]:
     """(makespan as scheduled, best makespan over more streams, its stream count), both
-    timing-only. Building a schedule relabels the tasks' streams, so they are put back."""
-    from graphexec.engine.simulate import simulate_makespan
-    from graphexec.passes.scheduling import build_schedule
-    from graphexec.passes.streams import POLICIES
-
+    timing-only; schedules are values, so trying them changes nothing of the plan."""
     tasks, profile = compiled.tasks, compiled.profile
     graph_mode = compiled.device.graph_mode
     base = simulate_makespan(compiled.schedule, profile, graph_mode)
     best, best_n = base, len(compiled.schedule.streams)
-    saved = [t.stream for t in tasks.tasks]
-    try:
-        for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
-            for policy in (p for p in POLICIES if p != "single"):
-                sched = build_schedule(tasks, policy, n, profile)
-                span = simulate_makespan(sched, profile, graph_mode)
-                if span < best * (1 - 1e-9):
-                    best, best_n = span, len(sched.streams)
-    finally:
-        for t, s in zip(tasks.tasks, saved):
-            t.stream = s
+    for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
+        for policy in (p for p in POLICIES if p != "single"):
+            sched = build_schedule(tasks, policy, n, profile)
+            span = simulate_makespan(sched, profile, graph_mode)
+            if span < best * (1 - 1e-9):
+                best, best_n = span, len(sched.streams)
     return base, best, best_n
 
 

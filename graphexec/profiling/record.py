@@ -46,4 +46,4 @@ class RunRecord:
 
     def activation_sizes(self) -> dict[str, int]:
         """Bytes of each activation-pool tensor in the memory plan."""
-        return {e.tensor: e.size for e in self.compiled.memory_plan.entries if e.region == "activation"}
+        return {e.tensor: e.size for e in self.compiled.memory_plan.buffers if e.region == "activation"}

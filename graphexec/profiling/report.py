@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphexec.passes.tasks import TaskKind
+from graphexec.plan.tasks import TaskKind
 
 
 def schedule_text(compiled: Any, limit: int = 0) -> str:
@@ -35,7 +35,7 @@ def memory_text(plan: Any, limit: int = 0) -> str:
     lines = [f"memory: activation pool {r['activation']:,} bytes (live peak in launch order "
              f"{plan.lower_bound_bytes:,}, without reuse {plan.no_reuse_bytes:,}), weights {r['weight']:,}, "
              f"inputs/outputs {r['io']:,}"]
-    acts = sorted((e for e in plan.entries if e.region == "activation"), key=lambda e: (e.offset, e.first))
+    acts = sorted((e for e in plan.buffers if e.region == "activation"), key=lambda e: (e.offset, e.first))
     shown = acts if not limit else acts[:limit]
     lines.append(f"  {'offset':>12} {'size':>12}  {'stream':>6}  {'live (launch idx)':>17}  tensor")
     for e in shown:

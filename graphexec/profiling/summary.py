@@ -26,17 +26,10 @@ STATISTIC_COLUMNS = ("OP Type", "Core Type", "Count", "Total Time(us)", "Avg Tim
 
 def roofline(t: Any, profile: Any) -> tuple[str, float, float]:
     """(bound, compute us, memory us) of one device task by the profile's roofline."""
-    from graphexec.runtime.sim import AICPU_CORES, AICPU_FLOPS_PER_US
-
     if t.kind == "memcpy":
         return "memory", 0.0, t.bytes / profile.copy_bytes_per_us(getattr(t, "copy_kind", "d2d"))
-    if t.unit == "aicpu":
-        cores, per_core = getattr(profile, "aicpu_cores", AICPU_CORES), AICPU_FLOPS_PER_US
-    elif t.unit == "cube":
-        cores, per_core = profile.ai_cores, profile.cube_flops_per_us_per_core(t.dtype)
-    else:
-        cores = profile.ai_cores if profile.coupled else profile.vector_cores
-        per_core = profile.vector_flops_per_us_per_core(t.dtype)
+    unit = t.unit if t.unit in ("cube", "aicpu") else "vector"
+    cores, per_core = profile.unit_cores(unit), profile.unit_rate(unit, t.dtype)
     compute = t.flops / (per_core * max(1, min(t.block_dim, cores)))
     memory = t.bytes / profile.hbm_bytes_per_us
     if max(compute, memory) < max(profile.task_overhead_us, profile.launch_cost_us):

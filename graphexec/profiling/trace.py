@@ -1,7 +1,8 @@
 """The timeline as a Chrome trace (Trace Event Format), one track per stream.
 
 pid 0 is the host (its launch calls), pid 1 the device with one thread per stream;
-flow arrows go from each launch to the task it enqueued.
+flow arrows go from each launch to the task it enqueued ("flow") and from each event
+record to the waits on it ("sync").
 """
 
 from __future__ import annotations
@@ -26,10 +27,32 @@ def _task_event(t: Any) -> dict[str, Any]:
                       else t.meta.get("outputs", [w[2] for w in t.writes]),
                       "cores": t.max_cores, "block_dim": t.block_dim, "unit": t.unit}
     elif t.kind in ("record", "wait"):
-        ev["args"] = {"event": t.event.id, "kind": t.kind}
+        ev["args"] = {"event": t.event.id, "kind": t.kind, "record_id": _record_id(t)}
     elif t.kind == "memcpy":
         ev["args"] = {"bytes": t.bytes, "kind": t.copy_kind}
     return ev
+
+
+def _record_id(t: Any) -> int:
+    """A record's id, unique within the run (its place in the device's submission order);
+    for a wait, the id of the record it waits on (the newest one when it was launched)."""
+    return t.seq if t.kind == "record" else t.event.record_task.seq
+
+
+def _sync_flows(finished: list[Any]) -> list[dict[str, Any]]:
+    """An arrow from each record to every wait on it: the cross-stream dependency. Flow ids
+    count on from the launch arrows' (task seq numbers), so no viewer can pair them up."""
+    base = max((t.seq for t in finished), default=-1) + 1
+    out: list[dict[str, Any]] = []
+    for t in finished:
+        if t.kind != "wait" or t.start_t is None:
+            continue
+        r = t.event.record_task
+        out.append({"ph": "s", "cat": "sync", "name": "event", "id": base + t.seq, "ts": r.start_t,
+                    "pid": DEVICE_PID, "tid": r.stream.id})
+        out.append({"ph": "f", "bp": "e", "cat": "sync", "name": "event", "id": base + t.seq, "ts": t.start_t,
+                    "pid": DEVICE_PID, "tid": t.stream.id})
+    return out
 
 
 def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
@@ -42,8 +65,9 @@ def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
     for s in dev.sim.streams:
         events.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": s.id,
                        "args": {"name": f"stream {s.id}"}})
-    for t in sorted(dev.sim.finished, key=lambda t: (t.start_t, t.seq)):
-        events.append(_task_event(t))
+    finished = sorted(dev.sim.finished, key=lambda t: (t.start_t, t.seq))
+    events += [_task_event(t) for t in finished]
+    events += _sync_flows(finished)
     shown: set[tuple[float, float]] = set()
     for launch in dev.launches:
         t = launch.task

@@ -59,6 +59,7 @@ class DeviceProfile(BaseModel):
     vector_cores: Count = Field(description="Vector cores (equal to ai_cores when coupled).")
     coupled: bool = Field(description="True: one core does cube and vector work (910, 310P).")
     aicpu_cores: Count = Field(description="AI CPU cores that run AI CPU kernels.")
+    aicpu_gflops_per_core: Positive = Field(description="GFLOP/s of one AI CPU core on scalar kernel code.")
     peak_tflops: PeakTflops
     hbm_capacity_bytes: Count
     hbm_bandwidth_gbps: Positive = Field(description="GB/s, shared by running tasks.")
@@ -96,6 +97,21 @@ class DeviceProfile(BaseModel):
         """Peak vector flops per microsecond of one vector core; unknown dtypes as float32."""
         vector = self.peak_tflops.vector
         return vector.get(dtype, vector["float32"]) * 1e6 / self.vector_cores
+
+    def unit_rate(self, unit: str, dtype: str) -> float:
+        """Peak flops per microsecond of one core of ``unit`` ("cube", "vector", "aicpu")
+        at ``dtype``: the one roofline rate every simulation, bound and summary uses."""
+        if unit == "cube":
+            return self.cube_flops_per_us_per_core(dtype)
+        if unit == "vector":
+            return self.vector_flops_per_us_per_core(dtype)
+        return self.aicpu_gflops_per_core * 1e3
+
+    def unit_cores(self, unit: str) -> int:
+        """How many cores can run blocks of ``unit`` at once."""
+        if unit == "aicpu":
+            return self.aicpu_cores
+        return self.vector_cores if unit == "vector" and not self.coupled else self.ai_cores
 
     @property
     def hbm_bytes_per_us(self) -> float:

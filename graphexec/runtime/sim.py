@@ -20,11 +20,10 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphexec.runtime._cores import INF, CorePools
+from graphexec.runtime.core_pools import INF, CorePools
+from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
 
-AICPU_FLOPS_PER_US = 2_000.0    # assumption: ~2 GFLOP/s scalar code per AI CPU core
-AICPU_CORES = 4                 # fallback for profiles without aicpu_cores
 HOST_COPY_BYTES_PER_US = 10e3   # assumption: a host-to-host memcpy runs at ~10 GB/s
 
 
@@ -80,13 +79,13 @@ def _urgency(t: DeviceTask) -> tuple[int, int]:
 class Simulator:
     """Discrete-event core shared by every stream of one device."""
 
-    def __init__(self, profile: Any) -> None:
+    def __init__(self, profile: DeviceProfile) -> None:
         self.profile = profile
         self.now = 0.0
         self._timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
         self._seq = itertools.count()
         self.streams: list[Any] = []
-        aicpu = getattr(profile, "aicpu_cores", AICPU_CORES)
+        aicpu = profile.aicpu_cores
         pools = ({"aicore": profile.ai_cores} if profile.coupled
                  else {"cube": profile.ai_cores, "vector": profile.vector_cores})
         self.cores = CorePools({**pools, "aicpu": aicpu}, profile.hbm_bytes_per_us)
@@ -217,13 +216,7 @@ class Simulator:
 
     def _peak(self, unit: str, dtype: str) -> float:
         """Flops per microsecond of one core of ``unit`` at ``dtype`` (cached)."""
-        p = self.profile
-        if unit == "cube":
-            peak = p.cube_flops_per_us_per_core(dtype)
-        elif unit == "vector":
-            peak = p.vector_flops_per_us_per_core(dtype)
-        else:
-            peak = AICPU_FLOPS_PER_US
+        peak = self.profile.unit_rate(unit, dtype)
         self._peaks[(unit, dtype)] = peak
         return peak
 

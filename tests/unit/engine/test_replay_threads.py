@@ -9,8 +9,8 @@ from onnx import TensorProto, helper
 
 import graphexec as gx
 from dags import random_dag
-from graphexec.engine import threads
-from graphexec.engine.direct import direct_tasks, producers
+from graphexec.passes import thread_plan as threads
+from graphexec.passes.direct_writes import direct_tasks, producers
 
 
 def _stats(r: gx.Result) -> dict:
@@ -56,14 +56,14 @@ def test_outputs_go_straight_into_views_only_when_every_reader_follows():
     s.run({"x": np.ones((8, 8), np.float32)})
     c = s.compiled
     kernels = {t.id for t in c.tasks.tasks}
-    assert c._direct == kernels                      # the engine's own schedules are race-free
+    assert c.state.direct == kernels                 # the engine's own schedules are race-free
 
     class Unordered:                                 # a schedule that misses every event
         def before(self, a, b):
             return False
 
     unread = {t.id for t in c.tasks.tasks if not any(set(t.writes) & set(u.reads) for u in c.tasks.tasks)}
-    assert direct_tasks(c.graph, c.tasks, Unordered(), c._where) == unread != kernels
+    assert direct_tasks(c.graph, c.tasks, Unordered(), c.memory_plan.by_name) == unread != kernels
     racy = producers(c.graph, c.tasks, Unordered())
     assert all(racy[t.id] is None for t in c.tasks.tasks if c.tasks.deps.get(t.id))
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import graphexec as gx
 from dags import random_dag
-from graphexec.passes.events import insert_events, physical_streams
+from graphexec.passes.event_insertion import insert_events, physical_streams
 from schedule_checks import sync_graph
 
 
@@ -17,7 +17,7 @@ def _dense_oracle(schedule) -> dict[int, list[int]]:
     """clock[task][s] = how many tasks of stream s are ancestors of ``task``."""
     g, _ = sync_graph(schedule)
     n = len(schedule.streams)
-    stream = {t.id: t.stream for t in schedule.order}
+    stream = schedule.stream_of
     out = {}
     for t in schedule.order:
         counts = [0] * n
@@ -39,7 +39,7 @@ def test_sparse_clocks_equal_ancestor_counts(seed, n, streams, split):
     for t in sched.order:
         assert list(sched.clock[t.id]) == oracle[t.id]
         for u in sched.order:
-            assert sched.before(u, t) == (u.id != t.id and oracle[t.id][u.stream] > sched.pos[u.id])
+            assert sched.before(u, t) == (u.id != t.id and oracle[t.id][sched.stream_of[u.id]] > sched.pos[u.id])
 
 
 def test_clock_width_does_not_grow_with_the_task_count():

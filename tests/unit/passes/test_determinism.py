@@ -13,7 +13,7 @@ import glob, os, onnx, graphexec as gx
 light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 path = [p for p in glob.glob(os.path.join(light, "*.onnx")) if "inception_v1" in p][0]
 s = gx.Session(gx.load(path), streams=4, policy="chains")
-print([t.stream for t in s.compiled.tasks.tasks])
+print(s.compiled.schedule.stream_of)
 """
 
 

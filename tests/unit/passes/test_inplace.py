@@ -45,7 +45,10 @@ def test_a_chain_lives_in_one_buffer():
     tasks = session.compiled.tasks
     assert tasks.inplace == {"n": "c", "p": "n", "y": "p"}
     assert {tasks.locate(v) for v in "cnpy"} == {("c", 0)}
-    assert [e.tensor for e in session.memory_plan if e.tensor in {"c", "n", "p", "y"}] == ["c"]
+    assert [e.tensor for e in session.memory_plan.buffers if e.tensor in {"c", "n", "p", "y"}] == ["c"]
+    by_name = session.memory_plan.by_name   # the chain's values are listed too, in c's bytes
+    assert {v: by_name[v].alias_of for v in "npy"} == {"n": "c", "p": "c", "y": "c"}
+    assert {by_name[v].offset for v in "cnpy"} == {by_name["c"].offset}
 
 
 @pytest.mark.parametrize("streams", [1, 2, 4])
@@ -84,7 +87,8 @@ def test_in_place_shrinks_the_pool():
     nodes = [mk("Relu", ["x"], ["a"]), mk("Sigmoid", ["a"], ["b"]), mk("Tanh", ["b"], ["c"]),
              mk("Transpose", ["c"], ["y"])]
     session, result = _run(_model(nodes))
-    assert [e.tensor for e in session.memory_plan if e.region == "activation"] == ["a"]
+    assert [e.tensor for e in session.memory_plan.buffers if e.region == "activation"] == ["a"]
+    assert [e.alias_of for e in session.memory_plan if e.tensor in "bc"] == ["a", "a"]
     assert result.stats.peak_bytes == 512      # a, b and c in one buffer (400 bytes, 512-aligned)
 
 
@@ -94,7 +98,7 @@ def test_long_chains_start_a_new_buffer():
     session, _ = _run(_model(nodes))
     tasks = session.compiled.tasks
     assert [tasks.root(f"v{i}") for i in (0, 15, 16, 31, 32, 39)] == ["v0", "v0", "v16", "v16", "v32", "v32"]
-    assert session.compiled._direct >= {t.id for t in tasks.tasks}   # every link computes into its bytes
+    assert session.compiled.state.direct >= {t.id for t in tasks.tasks}   # every link computes into its bytes
 
 
 def test_a_declared_shape_the_inputs_contradict_gets_its_own_bytes():

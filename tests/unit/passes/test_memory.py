@@ -28,7 +28,7 @@ def test_reuse_is_safe_and_exact(seed, n, streams, policy):
     s = result.stats
     assert s.peak_bytes <= s.no_reuse_bytes
     assert s.lower_bound_bytes <= s.peak_bytes
-    assert all(e.offset % 512 == 0 for e in session.memory_plan)
+    assert all(e.offset % 512 == 0 for e in session.memory_plan.buffers)
 
 
 def test_single_stream_reaches_the_interval_bound():
@@ -90,7 +90,7 @@ def test_unaligned_concat_keeps_its_task():
 
 
 def test_dense_conflicts_fall_back_to_per_stream_lanes(monkeypatch):
-    from graphexec.passes import placement
+    from graphexec.passes import pool_offsets as placement
 
     monkeypatch.setattr(placement, "PAIR_BUDGET", 5)
     model = random_dag(np.random.default_rng(5), 60)

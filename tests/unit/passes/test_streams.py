@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,9 +11,9 @@ from hypothesis import strategies as st
 
 import graphexec as gx
 from dags import random_dag
-from graphexec.passes.events import insert_events
-from graphexec.passes.scheduling import build_schedule
-from graphexec.passes.streams import chain_cover
+from graphexec.passes.event_insertion import insert_events
+from graphexec.passes.stream_assignment import build_schedule
+from graphexec.passes.stream_policies import chain_cover
 from schedule_checks import check_events_minimal_and_sufficient, check_trace_order
 
 POLICIES = ["ge", "chains", "list"]
@@ -51,7 +53,7 @@ def test_pruning_through_a_third_stream():
     """a(s0) -> b(s1) -> c(s2) and a -> c: the wait of c on a is implied through s1."""
     compiled = gx.Session(random_dag(np.random.default_rng(0), 3)).compile(None)
     tasks = compiled.tasks
-    tasks.deps = {0: set(), 1: {0}, 2: {0, 1}}
+    tasks = replace(tasks, deps={0: set(), 1: {0}, 2: {0, 1}})
     sched = insert_events(tasks, [0, 1, 2])
     assert sched.stats == {"waits_before_pruning": 3, "waits_after_pruning": 2}
 
@@ -59,7 +61,7 @@ def test_pruning_through_a_third_stream():
 def test_chain_cover_is_minimum_for_a_diamond():
     compiled = gx.Session(random_dag(np.random.default_rng(0), 4)).compile(None)
     tasks = compiled.tasks
-    tasks.deps = {0: set(), 1: {0}, 2: {0}, 3: {1, 2}}
+    tasks = replace(tasks, deps={0: set(), 1: {0}, 2: {0}, 3: {1, 2}})
     cover = chain_cover(tasks)
     assert len(cover) == 2  # [0,1,3]+[2] or [0,2,3]+[1] or [0,1]+[2,3]: all minimum
     assert sorted(t for c in cover for t in c) == [0, 1, 2, 3]
@@ -107,7 +109,7 @@ def test_each_stream_label_gets_its_own_stream():
     session.compile(None)
     streams = {t.node.meta["stream_label"]: set() for t in session.compiled.tasks.tasks}
     for t in session.compiled.tasks.tasks:
-        streams[t.node.meta["stream_label"]].add(t.stream)
+        streams[t.node.meta["stream_label"]].add(session.compiled.schedule.stream_of[t.id])
     assert all(len(s) == 1 for s in streams.values()) and streams["a"] != streams["b"]
 
 

@@ -53,9 +53,9 @@ def test_wide_independent_matmuls_on_one_stream_are_dependency_bound():
 def test_the_what_if_leaves_the_compiled_plan_as_it_was():
     graph = wide_matmuls(k=4096)
     session, r = _run(graph)
-    streams = [t.stream for t in session.compiled.tasks.tasks]
+    streams = list(session.compiled.schedule.stream_of)
     assert r.diagnosis.what_if_speedup is not None or r.diagnosis.reason != "dependency"
-    assert [t.stream for t in session.compiled.tasks.tasks] == streams
+    assert list(session.compiled.schedule.stream_of) == streams
     again = session.run(gx.default_feeds(graph))
     assert again.stats.makespan_us == r.stats.makespan_us
     for k in r.outputs:

@@ -70,10 +70,10 @@ def _enclosing(slices, e):
 def test_every_flow_has_one_start_and_one_end_inside_their_slices(run):
     result, doc = run
     events = doc["traceEvents"]
-    starts = {e["id"]: e for e in events if e["ph"] == "s"}
-    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    starts = {e["id"]: e for e in events if e["ph"] == "s" and e["cat"] == "flow"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f" and e["cat"] == "flow"}
     assert starts and set(starts) == set(ends)
-    assert len(starts) == sum(e["ph"] == "s" for e in events) == len(result.run.launches)
+    assert len(starts) == sum(e["ph"] == "s" and e["cat"] == "flow" for e in events) == len(result.run.launches)
     slices = [e for e in events if e["ph"] == "X"]
     for fid, s in starts.items():
         f = ends[fid]
@@ -81,6 +81,26 @@ def test_every_flow_has_one_start_and_one_end_inside_their_slices(run):
         launch, task = _enclosing(slices, s), _enclosing(slices, f)
         assert len(launch) == 1 and launch[0]["cat"] == "launch"
         assert task and (task[0]["name"] in launch[0]["name"] or launch[0]["name"].startswith("model execute"))
+
+
+def test_every_wait_names_its_record_and_has_an_arrow_from_it(run):
+    result, doc = run
+    events = doc["traceEvents"]
+    records = {e["args"]["record_id"]: e for e in events if e.get("cat") == "event" and e["args"]["kind"] == "record"}
+    waits = [e for e in events if e.get("cat") == "event" and e["args"]["kind"] == "wait"]
+    assert bool(waits) == (result.stats.num_streams > 1)   # the one-stream run has none
+    assert len(records) == sum(e.get("cat") == "event" and e["args"]["kind"] == "record" for e in events)
+    sync = [e for e in events if e.get("cat") == "sync"]
+    starts = {e["id"]: e for e in sync if e["ph"] == "s"}
+    ends = {e["id"]: e for e in sync if e["ph"] == "f"}
+    assert len(starts) == len(ends) == len(waits) and set(starts) == set(ends)
+    assert not set(starts) & {e["id"] for e in events if e.get("cat") == "flow"}
+    by_place = {(e["tid"], e["ts"]): e for e in waits}
+    for fid, f in ends.items():
+        wait, s = by_place[(f["tid"], f["ts"])], starts[fid]
+        record = records[wait["args"]["record_id"]]    # the record it names exists, on its stream
+        assert record["args"]["event"] == wait["args"]["event"]
+        assert (s["tid"], s["ts"]) == (record["tid"], record["ts"]) and record["ts"] <= wait["ts"]
 
 
 def test_every_track_is_named(run):

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import graphexec as gx
-from graphexec.passes.tasks import TaskKind
+from graphexec.plan.tasks import TaskKind
 from graphexec.runtime import acl
 
 N = 16                    # floats per buffer

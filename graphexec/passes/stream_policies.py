@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import networkx as nx
 
-from graphexec.engine.bounds import fastest_us
-from graphexec.passes.tasks import TaskGraph
+from graphexec.passes.makespan_bounds import fastest_us
+from graphexec.plan.tasks import TaskGraph
 
 Policy = Callable[[TaskGraph, int, Any], list[int]]
 

@@ -15,7 +15,8 @@ by a few float32 ulps of the scaled value (a scale after a shift is not folded, 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -23,23 +24,26 @@ from graphexec.ir import Graph
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.elementwise import relu
 from graphexec.kernels.registry import Unsupported
-from graphexec.passes.tasks import Task, TaskGraph
+from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.plan.tasks import Runner, Task, TaskGraph
 
 _F32 = np.dtype(np.float32)
 Affine = tuple[np.ndarray, np.ndarray]    # (K, S), each of shape (C,)
 _SHIFTS = ("Add", "Sub")
 
 
-def fuse_chains(graph: Graph, tasks: TaskGraph) -> int:
-    """Give the tasks of each foldable chain fused runners; returns how many tasks skip their math.
+def fuse_chains(graph: Graph, tasks: TaskGraph, runners: Mapping[int, Runner]) -> tuple[dict[int, Runner], int]:
+    """The runners with each foldable chain's fused in, and how many tasks skip their math.
 
     A chain needs an affine step after its head (a Conv with constant weights, or an
     affine task): a head followed by Relu alone gains nothing over the plain kernels."""
     writer = {t.writes[0]: t for t in tasks.tasks if len(t.writes) == 1}
     follower = {x: writer[y] for y, x in tasks.inplace.items()}
+    out = dict(runners)
     skipped = 0
     for head in tasks.tasks:
-        if not isinstance(head.runner, NodeRunner) or len(head.writes) != 1:
+        plain = out.get(head.id)
+        if not isinstance(plain, NodeRunner) or len(head.writes) != 1:
             continue
         steps, relu, members = _chain(graph, head, follower)
         folded = _fold(graph, head, steps)
@@ -47,13 +51,23 @@ def fuse_chains(graph: Graph, tasks: TaskGraph) -> int:
             continue
         conv, affine = folded
         if conv is not None:
-            head.runner = FusedConv(head.runner, conv, affine, relu)
+            out[head.id] = FusedConv(plain, conv, affine, relu)
         else:
-            head.runner = FusedAffine(head.node.inputs[0], head.writes[0], affine, relu)
+            out[head.id] = FusedAffine(head.node.inputs[0], head.writes[0], affine, relu)
         for m in members:
-            m.runner = Done()
+            out[m.id] = Done()
         skipped += len(members)
-    return skipped
+    return out, skipped
+
+
+class HostFusion(Pass):
+    """Gives the tasks of each chain that lives in one buffer a fused runner."""
+
+    name = "fusion"
+
+    def call(self, state: CompileState) -> PassResult:
+        runners, fused = fuse_chains(state.graph, state.need_tasks(), state.runners)
+        return PassResult(replace(state, runners=MappingProxyType(runners), fused=fused), fused > 0)
 
 
 def _fold(graph: Graph, head: Task, steps: list[Affine]) -> tuple[Any, Affine] | None:

@@ -15,12 +15,14 @@ and with it the wrong answer a real device would give.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Mapping
 
 import numpy as np
 
-from graphexec.passes.events import Schedule
-from graphexec.passes.tasks import TaskGraph
+from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.plan.schedule import Schedule
+from graphexec.plan.tasks import TaskGraph
 
 Interval = tuple[int, float, Any]   # (begin, end, reading task) in bytes of a root
 
@@ -44,13 +46,13 @@ def _readers(graph: Any, tasks: TaskGraph, writes: bool = False) -> dict[str, li
     return out
 
 
-def plannable(graph: Any, name: str, where: dict[str, Any]) -> bool:
+def plannable(graph: Any, name: str) -> bool:
     """A static, typed output whose bytes the plan placed (so its view exists before the run)."""
     t = graph.values[name].type
     return t.is_static and t.dtype is not None and np.dtype(t.dtype).kind in "biufc"
 
 
-def direct_tasks(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any]) -> set[int]:
+def direct_tasks(graph: Any, tasks: TaskGraph, schedule: Schedule, where: Mapping[str, Any]) -> set[int]:
     """Ids of the kernel tasks whose outputs may be computed into their planned views."""
     readers = _readers(graph, tasks)
     ok: set[int] = set()
@@ -60,10 +62,10 @@ def direct_tasks(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[s
     return ok
 
 
-def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any],
+def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: Mapping[str, Any],
           readers: dict[str, list[Interval]], task: Any, name: str) -> bool:
     root, lo, hi = _extent(graph, tasks, name)
-    if root not in where or not plannable(graph, name, where):
+    if root not in where or not plannable(graph, name):
         return False
     for r_lo, r_hi, reader in readers.get(root, ()):
         if r_lo >= hi or lo >= r_hi:
@@ -75,6 +77,16 @@ def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: dict[str, Any
         if not (schedule.before(task, reader) or schedule.before(reader, task)):
             return False
     return True
+
+
+class DirectWrites(Pass):
+    """Finds the kernel tasks that may compute straight into their planned output bytes."""
+
+    name = "direct"
+
+    def call(self, state: CompileState) -> PassResult:
+        ok = direct_tasks(state.graph, state.need_tasks(), state.need_schedule(), state.need_memory_plan().by_name)
+        return PassResult(replace(state, direct=frozenset(ok)), bool(ok))
 
 
 def producers(graph: Any, tasks: TaskGraph, schedule: Schedule) -> dict[int, list[Any] | None]:

@@ -15,9 +15,10 @@ from typing import Any
 
 import networkx as nx
 
-from graphexec.passes.events import Schedule, insert_events
+from graphexec.passes.event_insertion import insert_events
+from graphexec.plan.schedule import Schedule
 from graphexec.passes.lifetimes import Lifetime
-from graphexec.passes.tasks import TaskGraph
+from graphexec.plan.tasks import TaskGraph
 
 MAX_ROUNDS = 6
 
@@ -67,7 +68,7 @@ def joint_plan(tasks: TaskGraph, schedule: Schedule, plan_fn: Any, time_fn: Any)
     """
     plan = plan_fn(schedule)
     start_time, times = time_fn(schedule)
-    stream_of = [t.stream for t in tasks.tasks]
+    stream_of = list(schedule.stream_of[:len(tasks.tasks)])
     report = {"rounds": 0, "added_dependencies": 0, "pool_before": plan.peak_bytes, "time_before_us": start_time}
     best = (plan.peak_bytes, schedule, plan, 0, 0)
     current, added = tasks, 0
@@ -79,7 +80,7 @@ def joint_plan(tasks: TaskGraph, schedule: Schedule, plan_fn: Any, time_fn: Any)
             break
         current = with_deps(current, extra)
         added += sum(len(v) for v in extra.values())
-        schedule = insert_events(current, list(stream_of), schedule.policy)
+        schedule = insert_events(current, stream_of, schedule.policy, schedule.priorities)
         plan = plan_fn(schedule)
         if plan.peak_bytes > best[0]:
             break
@@ -87,7 +88,5 @@ def joint_plan(tasks: TaskGraph, schedule: Schedule, plan_fn: Any, time_fn: Any)
         if plan.peak_bytes < best[0]:
             best = (plan.peak_bytes, schedule, plan, rounds, added)
     _, schedule, plan, report["rounds"], report["added_dependencies"] = best
-    for t in tasks.tasks:  # insert_events set streams on the shared tasks; they did not change
-        t.stream = stream_of[t.id]
     report.update(pool_after=plan.peak_bytes, time_after_us=time_fn(schedule)[0])
     return schedule, plan, report

@@ -55,8 +55,6 @@ class SizeCheck(Pass):
 
     def call(self, state: CompileState) -> PassResult:
         graph = state.graph
-        if state.profile is None:
-            return PassResult(state, False)
         producer = {o: n for n in graph.nodes for o in n.outputs if o}
         for name, v in graph.values.items():
             node = producer.get(name)

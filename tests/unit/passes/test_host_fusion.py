@@ -9,8 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import graphexec as gx
-import graphexec.engine.compiled as compiled_module
-from graphexec.engine.fusion import Done, FusedAffine, FusedConv
+import graphexec.passes.host_fusion as fusion_module
+from graphexec.passes.host_fusion import Done, FusedAffine, FusedConv
 
 mk = helper.make_node
 X = np.random.default_rng(0).standard_normal((1, 4, 6, 6)).astype(np.float32)
@@ -43,7 +43,7 @@ def _session(nodes, **kw):
 
 
 def _runners(session):
-    return {t.op: type(t.runner) for t in session.compiled.tasks.tasks}
+    return {t.op: type(session.compiled.state.runners[t.id]) for t in session.compiled.tasks.tasks}
 
 
 def test_conv_chain_folds_into_the_filter():
@@ -87,7 +87,7 @@ def test_only_host_math_changes(monkeypatch):
              mk("Conv", ["r", "w"], ["d"]), mk("Mul", ["d", "k"], ["e"]), mk("Add", ["e", "a"], ["y"])]
     session, fused = _session(nodes, streams=2)
     assert session.compiled.fused == 4
-    monkeypatch.setattr(compiled_module, "fuse_chains", lambda graph, tasks: 0)
+    monkeypatch.setattr(fusion_module, "fuse_chains", lambda graph, tasks, runners: (dict(runners), 0))
     plain = _session(nodes, streams=2)[1]
     assert fused.stats.makespan_us == plain.stats.makespan_us and fused.stats.peak_bytes == plain.stats.peak_bytes
     assert fused.trace == plain.trace
@@ -98,7 +98,7 @@ def test_a_conv_the_reference_computes_still_folds_step_by_step():
     nodes = [mk("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), BN, mk("Relu", ["n"], ["y"])]
     session = gx.Session(_model(nodes))
     compiled = session.compile({"x": X})
-    head = compiled.tasks.tasks[0].runner
+    head = compiled.state.runners[0]
     head.plain.uses_fallback = True
     got = compiled.run({"x": X}).outputs["y"]
     np.testing.assert_allclose(got, ReferenceEvaluator(_model(nodes)).run(None, {"x": X})[0], rtol=2e-5, atol=2e-5)

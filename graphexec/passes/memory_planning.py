@@ -9,63 +9,19 @@ schedule. Offsets come from greedy-by-size best fit (TFLite's arena planner).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.events import Schedule
-from graphexec.passes.joint import joint_plan
+from graphexec.plan.schedule import Schedule
+from graphexec.passes.joint_memory import joint_plan
 from graphexec.passes.lifetimes import Lifetime, lifetimes
-from graphexec.passes.placement import cut_bound, plan_offsets
-from graphexec.passes.tasks import TaskGraph
+from graphexec.passes.pool_offsets import cut_bound, plan_offsets
+from graphexec.plan.memory import MemoryPlan, PlanEntry, align
+from graphexec.plan.tasks import TaskGraph
+from graphexec.runtime.launch import simulate_times
 
 log = logging.getLogger(__name__)
-ALIGN = 512  # GE's MEM_ALIGN_SIZE
-
-
-def align(n: int, to: int = ALIGN) -> int:
-    return (n + to - 1) // to * to
-
-
-@dataclass(frozen=True, slots=True)
-class PlanEntry:
-    """Where one tensor lives: region, offset in it, size, and its lifetime."""
-
-    tensor: str
-    offset: int
-    size: int
-    region: str          # "activation", "io" or "weight"
-    first: int = 0       # index of the writing task in the schedule
-    last: int = 0        # index of the last reading task
-    stream: int = 0
-
-
-@dataclass
-class MemoryPlan:
-    """All placements plus the sizes of each region."""
-
-    entries: list[PlanEntry]
-    region_bytes: dict[str, int]
-    lower_bound_bytes: int        # live peak if the tasks ran one at a time in launch order
-    no_reuse_bytes: int
-    cut_bound_bytes: int | None = None   # most bytes that may be live together in the partial order
-    items: list = field(default_factory=list, repr=False)    # activation lifetimes, for joint planning
-    clash: list = field(default_factory=list, repr=False)    # their conflict lists
-    joint: dict = field(default_factory=dict)                # what memory="joint" did and cost
-    by_name: dict[str, PlanEntry] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.by_name = {e.tensor: e for e in self.entries}
-
-    def __iter__(self):
-        return iter(self.entries)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    @property
-    def peak_bytes(self) -> int:
-        return self.region_bytes.get("activation", 0)
 
 
 def _live_peak(items: list[Lifetime]) -> int:
@@ -126,21 +82,36 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
         cut: int | None = _live_peak(acts)
     else:
         cut = cut_bound(acts, clash) if clash is not None else None
+    entries += _aliases(graph, tasks, {e.tensor: e for e in entries})
     return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut, acts, clash or [])
 
 
+def _aliases(graph: Graph, tasks: TaskGraph, buffers: dict[str, PlanEntry]) -> list[PlanEntry]:
+    """An entry for every tensor a task touches that lives in another's planned bytes
+    (views, in-place outputs, Concat slices), in the order tasks first touch them."""
+    out = []
+    for name in dict.fromkeys(n for t in tasks.tasks for n in (*t.reads, *t.writes) if n):
+        root, off = tasks.locate(name)
+        buf, t = buffers.get(root), graph.values[name].type
+        if root != name and buf is not None and t.is_static:
+            out.append(PlanEntry(name, buf.offset + off, t.nbytes, buf.region, buf.first, buf.last, buf.stream,
+                                 alias_of=root))
+    return out
+
+
 class MemoryPlanning(Pass):
+    """Places every tensor (``memory="joint"`` may also add events, see ``joint_memory.py``)."""
+
     name = "memory"
 
     def call(self, state: CompileState) -> PassResult:
-        mode = state.options.memory if state.options is not None else "reuse"
-        plan = lambda sched: plan_memory(state.graph, state.tasks, sched, mode != "none")  # noqa: E731
-        if mode == "joint" and len(state.schedule.streams) > 1:
-            from graphexec.engine.simulate import simulate_times
-
-            state.schedule, state.memory_plan, report = joint_plan(
-                state.tasks, state.schedule, plan, lambda sched: simulate_times(sched, state.profile, state.options.launch == "graph"))
-            state.memory_plan.joint = report
+        mode, tasks, schedule = state.options.memory, state.need_tasks(), state.need_schedule()
+        plan = lambda sched: plan_memory(state.graph, tasks, sched, mode != "none")  # noqa: E731
+        if mode == "joint" and len(schedule.streams) > 1:
+            graph_mode = state.options.graph_mode
+            schedule, memory_plan, report = joint_plan(
+                tasks, schedule, plan, lambda sched: simulate_times(sched, state.profile, graph_mode))
+            memory_plan = replace(memory_plan, joint=report)
         else:
-            state.memory_plan = plan(state.schedule)
-        return PassResult(state, True)
+            memory_plan = plan(schedule)
+        return PassResult(replace(state, schedule=schedule, memory_plan=memory_plan), True)

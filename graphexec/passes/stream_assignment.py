@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from graphexec.errors import GraphExecError
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.events import Schedule, insert_events, physical_streams
-from graphexec.passes.streams import POLICIES
-from graphexec.passes.tasks import TaskGraph
+from graphexec.passes.event_insertion import insert_events, physical_streams
+from graphexec.plan.schedule import Schedule
+from graphexec.passes.stream_policies import POLICIES
+from graphexec.plan.tasks import TaskGraph
+from graphexec.runtime.launch import simulate_makespan
+from graphexec.runtime.profiles import DeviceProfile
 
 log = logging.getLogger(__name__)
 AUTO_LIMITS = (1, 2, 4, 8)
@@ -36,15 +40,15 @@ def manual(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
     return stream_of
 
 
-def _priorities(tasks: TaskGraph, schedule: Schedule) -> list[int | None]:
+def _priorities(tasks: TaskGraph, stream_of: list[int]) -> tuple[int | None, ...]:
     """Per stream, the most urgent priority its nodes ask for (None: the default)."""
-    prio: list[int | None] = [None] * len(schedule.streams)
+    prio: list[int | None] = [None] * (max(stream_of, default=0) + 1)
     for t in tasks.tasks:
         p = t.node.meta.get("priority") if t.node is not None else None
         if p is not None:
-            cur = prio[t.stream]
-            prio[t.stream] = int(p) if cur is None else min(cur, int(p))
-    return prio
+            cur = prio[stream_of[t.id]]
+            prio[stream_of[t.id]] = int(p) if cur is None else min(cur, int(p))
+    return tuple(prio)
 
 
 def _renumber(stream_of: list[int]) -> list[int]:
@@ -53,7 +57,7 @@ def _renumber(stream_of: list[int]) -> list[int]:
     return [ids.setdefault(s, len(ids)) for s in stream_of]
 
 
-def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: Any) -> Schedule:
+def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DeviceProfile) -> Schedule:
     """Assign streams with ``policy`` under ``limit``, split long streams, insert events."""
     policies = {**POLICIES, "manual": manual}
     if policy not in policies:
@@ -64,32 +68,27 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: Any) -> S
     if n > profile.max_streams:
         raise GraphExecError(f"the schedule needs {n} streams after splitting long streams; device "
                              f"{profile.name} allows {profile.max_streams}")
-    schedule = insert_events(tasks, stream_of, policy)
-    schedule.priorities = _priorities(tasks, schedule)
+    schedule = insert_events(tasks, stream_of, policy, _priorities(tasks, stream_of))
     if schedule.num_event_ids > profile.max_events:
         raise GraphExecError(f"the schedule needs {schedule.num_event_ids} events at once; device "
                              f"{profile.name} allows {profile.max_events}")
     return schedule
 
 
-def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: Any,
+def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: DeviceProfile,
                   graph_mode: bool = True) -> Schedule:
     """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events."""
-    from graphexec.engine.simulate import simulate_makespan
-
-    best, best_key = None, None
+    best: Schedule | None = None
+    best_key: tuple[float, int, int] | None = None
     for limit in limits:
         for policy in (["single"] if limit == 1 else policies):
             sched = build_schedule(tasks, policy, limit, profile)
             key = (round(simulate_makespan(sched, profile, graph_mode), 6), len(sched.streams), sched.num_events)
             log.debug("auto: %s x%d -> %s", policy, limit, key)
             if best_key is None or key < best_key:
-                best, best_key = (policy, limit), key
-    assert best is not None and best_key is not None
-    # building a schedule sets each task's stream, so the winner is built again last
-    sched = build_schedule(tasks, best[0], best[1], profile)
-    sched.stats["auto_candidates"] = len(limits) * len(policies)
-    return sched
+                best, best_key = sched, key
+    assert best is not None
+    return replace(best, stats={**best.stats, "auto_candidates": len(limits) * len(policies)})
 
 
 def mark_manual(graph: Any) -> None:
@@ -109,17 +108,14 @@ class StreamAssignment(Pass):
     name = "streams"
 
     def call(self, state: CompileState) -> PassResult:
-        opts, profile = state.options, state.profile
-        streams = opts.streams if opts is not None else 1
-        policy = (opts.policy if opts is not None else None) or ("auto" if streams == "auto" else
-                                                                   "single" if streams == 1 else "list")
+        opts, profile, tasks = state.options, state.profile, state.need_tasks()
+        streams, policy = opts.streams, opts.stream_policy
         if policy == "manual":
             mark_manual(state.graph)
         if policy == "auto" or streams == "auto":
-            limits = tuple(n for n in AUTO_LIMITS if n <= profile.max_streams) if streams == "auto" else (streams,)
+            limits = tuple(n for n in AUTO_LIMITS if n <= profile.max_streams) if streams == "auto" else (int(streams),)
             policies = [p for p in POLICIES if p != "single"] if policy == "auto" else [policy]
-            state.schedule = auto_schedule(state.tasks, limits, policies, profile,
-                                           getattr(opts, "launch", "graph") == "graph")
+            schedule = auto_schedule(tasks, limits, policies, profile, opts.graph_mode)
         else:
-            state.schedule = build_schedule(state.tasks, policy, streams, profile)
-        return PassResult(state, True)
+            schedule = build_schedule(tasks, policy, int(streams), profile)
+        return PassResult(replace(state, schedule=schedule), True)

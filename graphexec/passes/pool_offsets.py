@@ -14,7 +14,7 @@ from typing import Callable
 import networkx as nx
 import numpy as np
 
-from graphexec.passes.events import Schedule
+from graphexec.plan.schedule import Schedule
 from graphexec.passes.lifetimes import Lifetime
 
 Order = Callable[[Lifetime, int], tuple]  # (item, number of items it conflicts with) -> sort key
@@ -164,7 +164,7 @@ def place_hybrid(items: list[Lifetime], schedule: Schedule,
 
 def _lanes(items: list[Lifetime], schedule: Schedule) -> dict[int, list[int]]:
     """Items by the stream that writes them; -1 for items written from several streams."""
-    stream_of = {t.id: t.stream for s in schedule.streams for t in s}
+    stream_of = schedule.stream_of
     lanes: dict[int, list[int]] = {}
     for i, it in enumerate(items):
         writers = {stream_of[w] for w in it.writers}

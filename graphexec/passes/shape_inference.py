@@ -19,7 +19,7 @@ from graphexec.ir import Graph, Node, TensorType
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.custom import lookup_custom, output_types
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.limits import fold_too_big
+from graphexec.passes.size_check import fold_too_big
 
 log = logging.getLogger(__name__)
 
@@ -140,12 +140,12 @@ class ShapeInference(Pass):
     name = "shapes"
 
     def call(self, state: CompileState) -> PassResult:
-        graph = state.graph
-        for name, t in (state.options.input_types if state.options else {}).items():
+        graph = state.graph   # the session's private copy: inference writes its value types
+        for name, t in state.options.input_types.items():
             graph.values[name].type = t
         changed = False
         for _ in range(4):
-            step = fold_constants(graph) if state.options is None or state.options.fold else False
+            step = fold_constants(graph) if state.options.fold else False
             step = infer_types(graph) or step
             changed |= step
             if not step:

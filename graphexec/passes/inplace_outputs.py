@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.ir import Graph
-from graphexec.passes.tasks import Task, TaskGraph
+from graphexec.plan.tasks import Task, TaskGraph
 
 INPLACE_OPS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Neg", "Abs", "Exp", "Log", "Sqrt",
                          "BatchNormalization", "Add", "Sub", "Mul", "Div", "Sum"})
@@ -28,9 +28,10 @@ def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
     """{output: input whose bytes it reuses}, for the kernel tasks where that is safe.
 
     Runs after views and no-task Concats are aliased; a chain of in-place kernels makes
-    a chain of aliases, which ``TaskGraph.flatten_aliases`` points at its first value;
-    a chain starts a new buffer after ``MAX_CHAIN`` values.
+    a chain of aliases, which ``flatten_aliases`` points at its first value; a chain
+    starts a new buffer after ``MAX_CHAIN`` values. ``tasks.alias`` is not changed.
     """
+    alias = dict(tasks.alias)
     readers: dict[str, set[int]] = {}
     for t in tasks.tasks:
         for r in t.reads:
@@ -41,26 +42,26 @@ def inplace_outputs(graph: Graph, tasks: TaskGraph) -> dict[str, str]:
     depth: dict[str, int] = {}
     for t in tasks.tasks:
         y = t.writes[0] if len(t.writes) == 1 else None
-        if t.node is None or t.node.domain or t.op not in INPLACE_OPS or y is None or y in tasks.alias:
+        if t.node is None or t.node.domain or t.op not in INPLACE_OPS or y is None or y in alias:
             continue
         for x in t.node.inputs[:_SOURCES]:
-            if x and depth.get(x, 1) < MAX_CHAIN and _reusable(graph, tasks, t, x, y, readers, barred, made):
+            if x and depth.get(x, 1) < MAX_CHAIN and _reusable(graph, tasks, alias, t, x, y, readers, barred, made):
                 made[y], depth[y] = x, depth.get(x, 1) + 1
-                tasks.alias[y] = x
+                alias[y] = x
                 break
     return made
 
 
-def _reusable(graph: Graph, tasks: TaskGraph, task: Task, x: str, y: str, readers: dict[str, set[int]],
-              barred: set[str], made: dict[str, str]) -> bool:
+def _reusable(graph: Graph, tasks: TaskGraph, alias: dict[str, str], task: Task, x: str, y: str,
+              readers: dict[str, set[int]], barred: set[str], made: dict[str, str]) -> bool:
     """Whether ``task`` may write ``y`` over ``x``: x owns its bytes (or took them in place),
     only ``task`` reads them, once (no other input of it is a view or slice of them), and
     y has x's type, which the inputs' shapes confirm (a declared shape may be wrong)."""
-    if (x in tasks.alias and x not in made) or x in barred or readers.get(x) != {task.id}:
+    if (x in alias and x not in made) or x in barred or readers.get(x) != {task.id}:
         return False
-    root = tasks.root(x)
+    root = _root(alias, x)
     if task.node.inputs.count(x) != 1 or graph.values[x].const is not None \
-            or any(r != x and tasks.root(r) == root for r in task.reads if r):
+            or any(r != x and _root(alias, r) == root for r in task.reads if r):
         return False
     tx, ty = graph.values[x].type, graph.values[y].type
     if not (tx.is_static and ty.is_static and tx.dtype == ty.dtype and tuple(tx.shape) == tuple(ty.shape)):
@@ -74,3 +75,10 @@ def _reusable(graph: Graph, tasks: TaskGraph, task: Task, x: str, y: str, reader
         return np.broadcast_shapes(*(tuple(s) for s in shapes)) == tuple(tx.shape)
     except ValueError:
         return False
+
+
+def _root(alias: dict[str, str], name: str) -> str:
+    """The value that owns ``name``'s bytes, with the in-place outputs chosen so far."""
+    while name in alias:
+        name = alias[name]
+    return name

@@ -1,0 +1,48 @@
+"""Compile options: part of a compiled plan's cache key together with the input shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+STREAM_POLICIES = ("single", "ge", "chains", "list")
+MEMORY_MODES = ("reuse", "none", "joint")
+LAUNCH_MODES = ("graph", "host")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How to compile a graph.
+
+    Attributes:
+        streams: the stream limit (an int >= 1) or "auto" (search 1, 2, 4, 8).
+        policy: a stream policy (see ``passes/stream_policies.py``), "auto", "manual"
+            (a YAML graph's own schedule) or None (single for one stream, else list).
+        memory: "reuse", "none" or "joint" (see ``passes/memory_planning.py``).
+        fold: fold constant subgraphs at compile time.
+        check_hazards: the device records byte ranges and reports unsynchronized accesses.
+        launch: "graph" (the task list is loaded with the model) or "host" (every task
+            is launched from the host at the profile's launch cost).
+        threads: host threads for the kernels' math (more than one adds a thread plan).
+        input_types: the feeds' types this compile is for (name -> TensorType).
+    """
+
+    streams: int | str = 1
+    policy: str | None = None
+    memory: str = "reuse"
+    fold: bool = True
+    check_hazards: bool = False
+    launch: str = "graph"
+    threads: int = 1
+    input_types: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def graph_mode(self) -> bool:
+        return self.launch == "graph"
+
+    @property
+    def stream_policy(self) -> str:
+        """The policy to run: the one asked for, else the default for the stream limit."""
+        if self.policy is not None:
+            return self.policy
+        return "auto" if self.streams == "auto" else "single" if self.streams == 1 else "list"

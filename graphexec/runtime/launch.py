@@ -1,0 +1,82 @@
+"""Launching a schedule onto a device: one dispatch table keyed by task kind.
+
+The executor (``engine/executor.py``) and every timing-only simulation (the ``auto``
+stream search, joint memory planning, the diagnosis' what-if) go through the same
+table; they differ only in :meth:`LaunchContext.kernel`, which the executor overrides
+to attach the kernel's math and the hazard checker's byte ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from graphexec.plan.schedule import Schedule
+from graphexec.plan.tasks import AnyTask, EventTask, Task, TaskKind
+from graphexec.runtime.device import Device
+from graphexec.runtime.profiles import DeviceProfile
+from graphexec.runtime.sim import DeviceTask
+from graphexec.runtime.stream import Event, Stream
+
+
+@dataclass(kw_only=True)
+class LaunchContext:
+    """A device plus the streams and events that a schedule's indices name."""
+
+    device: Device
+    stream_of: Sequence[int]
+    streams: dict[int, Stream] = field(default_factory=dict)
+    events: dict[int, Event] = field(default_factory=dict)
+
+    def kernel(self, task: Task) -> DeviceTask:
+        """The device task for a kernel task (timing only: no math)."""
+        return DeviceTask("kernel", self.streams[self.stream_of[task.id]], task.name, unit=task.unit,
+                          block_dim=task.block_dim, flops=task.flops, bytes=task.bytes, dtype=task.dtype,
+                          meta={"task": task})
+
+
+def _kernel(ctx: LaunchContext, task: Any) -> None:
+    ctx.device.launch(ctx.kernel(task))
+
+
+def _record(ctx: LaunchContext, task: EventTask) -> None:
+    ctx.device.record_event(ctx.events[task.event], ctx.streams[task.stream]).meta["task"] = task
+
+
+def _wait(ctx: LaunchContext, task: EventTask) -> None:
+    ctx.device.stream_wait_event(ctx.streams[task.stream], ctx.events[task.event]).meta["task"] = task
+
+
+HANDLERS: dict[TaskKind, Callable[[LaunchContext, Any], None]] = {
+    TaskKind.KERNEL: _kernel,
+    TaskKind.AICPU: _kernel,
+    TaskKind.EVENT_RECORD: _record,
+    TaskKind.EVENT_WAIT: _wait,
+}
+
+
+def launch_all(ctx: LaunchContext, order: Sequence[AnyTask]) -> None:
+    """Launch every task through the dispatch table, in launch order."""
+    for task in order:
+        HANDLERS[task.kind](ctx, task)
+
+
+def simulate_times(schedule: Schedule, profile: DeviceProfile,
+                   graph_mode: bool = True) -> tuple[float, dict[int, tuple[float, float]]]:
+    """Makespan and each kernel task's (start, end) in a timing-only run (no kernel is
+    computed; streams at the default priority)."""
+    dev = Device(profile, graph_mode=graph_mode)
+    ctx = LaunchContext(device=dev, stream_of=schedule.stream_of)
+    ctx.streams = {0: dev.default_stream, **{i: dev.create_stream() for i in range(1, len(schedule.streams))}}
+    ctx.events = {i: dev.create_event() for i in range(schedule.num_event_ids)}
+    launch_all(ctx, schedule.order)
+    dev.synchronize_device()
+    times = {t.meta["task"].id: (t.start_t, t.end_t) for t in dev.sim.finished if t.kind == "kernel"}
+    if not times:
+        return 0.0, {}
+    return max(e for _, e in times.values()) - min(s for s, _ in times.values()), times
+
+
+def simulate_makespan(schedule: Schedule, profile: DeviceProfile, graph_mode: bool = True) -> float:
+    """Simulated device time of ``schedule`` on ``profile`` (no kernel is computed)."""
+    return simulate_times(schedule, profile, graph_mode)[0]
