@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
 
-from graphexec.runtime import acl  # noqa: E402
+from graphexec import acl  # noqa: E402
 from graphexec.runtime.device import Device  # noqa: E402
 from graphexec.runtime.sim import DeviceTask  # noqa: E402
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.runtime import acl
+from graphexec import acl
 
 MB = 1024 * 1024
 

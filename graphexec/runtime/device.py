@@ -4,7 +4,7 @@ Calls mirror the ACL runtime (aclrtCreateStream, aclrtLaunchKernel, aclrtRecordE
 aclrtStreamWaitEvent, aclrtSynchronizeStream, ...). Launches are asynchronous: the
 host pays the profile's launch cost and pushes the task into the stream's command
 queue, blocking only when that queue is full or when it synchronizes.
-``graphexec.runtime.acl`` is the ACL-style facade over this class.
+``graphexec.acl`` is the ACL-style facade over this class.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import graphexec as gx
-from graphexec.runtime import acl
-from graphexec.runtime._acl_state import STATE
+from graphexec import acl
+from graphexec.acl._state import STATE
 from hardening import bad_inputs as B
 from hardening.guard import deadline
 

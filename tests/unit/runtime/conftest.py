@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphexec.runtime import acl
-from graphexec.runtime._acl_state import STATE
+from graphexec import acl
+from graphexec.acl._state import STATE
 
 
 def _clean() -> None:

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from graphexec.runtime import acl
+from graphexec import acl
 
 from acl_helpers import MB, download as _download, kernels as _kernels, scale as _scale, upload as _upload
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from graphexec.errors import GraphExecError
-from graphexec.runtime import acl
+from graphexec import acl
 from graphexec.runtime.profiles import load_profile
 
 SMALL = load_profile("ascend910").model_copy(update={

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import graphexec as gx
 from graphexec.plan.tasks import TaskKind
-from graphexec.runtime import acl
+from graphexec import acl
 
 N = 16                    # floats per buffer
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ import pytest
 
 from graphexec.kernels.cost import node_cost
 from graphexec.profiling.trace import chrome_trace
-from graphexec.runtime import acl
+from graphexec import acl
 from graphexec.runtime.profiles import builtin_profiles, load_profile
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from graphexec.errors import OutOfMemoryError
 from graphexec.runtime import codes
-from graphexec.runtime._acl_state import STATE, api
+from graphexec.acl._state import STATE, api
 from graphexec.runtime.codes import invalid_handle, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.memory import reserved_size

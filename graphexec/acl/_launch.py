@@ -20,7 +20,7 @@ import numpy as np
 from graphexec.kernels import registry
 from graphexec.kernels.cost import node_cost
 from graphexec.runtime import codes
-from graphexec.runtime._acl_state import STATE, api
+from graphexec.acl._state import STATE, api
 from graphexec.runtime.codes import acl_error, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask

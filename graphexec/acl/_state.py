@@ -1,4 +1,4 @@
-"""The process-wide state behind ``graphexec.runtime.acl``: devices, contexts, handles.
+"""The process-wide state behind ``graphexec.acl``: devices, contexts, handles.
 
 ACL keeps global state (initialized or not, which devices are open and how often,
 each thread's current context); this module holds it in one place, checks every

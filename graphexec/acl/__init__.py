@@ -5,7 +5,7 @@ kind)`` is ``acl.memcpy(dst, dest_max, src, count, kind)``); output parameters b
 return values and error codes become ``acl.AclError`` with ``.code`` and ``.name``.
 
 Example (the runtime article's two-stream program):
-    >>> from graphexec.runtime import acl
+    >>> from graphexec import acl
     >>> acl.init(); acl.set_device(0); ctx = acl.create_context(0)
     >>> s1, s2 = acl.create_stream(), acl.create_stream()
     >>> d_a = acl.malloc(nbytes, acl.MEM_MALLOC_HUGE_FIRST)
@@ -24,12 +24,12 @@ import numpy as np
 
 from graphexec.errors import AclError
 from graphexec.runtime import codes
-from graphexec.runtime._acl_launch import Tensor, launch_callback, launch_kernel, tensor
-from graphexec.runtime._acl_memory import (
+from graphexec.acl._launch import Tensor, launch_callback, launch_kernel, tensor
+from graphexec.acl._memory import (
     free, free_cached, free_host, get_mem_info, malloc, malloc_cached, malloc_host, memcpy, memcpy_async,
     memory_stats, memset, memset_async,
 )
-from graphexec.runtime._acl_state import STATE, Context, api, live
+from graphexec.acl._state import STATE, Context, api, live
 from graphexec.runtime.codes import (
     CALLBACK_BLOCK, CALLBACK_NO_BLOCK, DDR_MEM, EVENT_RECORDED_STATUS_COMPLETE, EVENT_RECORDED_STATUS_NOT_READY,
     HBM_MEM, HBM_MEM_HUGE, HBM_MEM_NORMAL, MEM_MALLOC_HUGE_FIRST, MEM_MALLOC_HUGE_ONLY, MEM_MALLOC_NORMAL_ONLY,
