@@ -21,7 +21,7 @@ import yaml
 
 from graphexec._files import Writer, check_output, write_atomic, write_one
 from graphexec.errors import ExportError
-from graphexec.frontend.export import to_onnx, value_info
+from graphexec.ir.onnx_proto import to_onnx, value_info
 from graphexec.frontend.onnx_meta import write_meta
 from graphexec.frontend.yaml_tensors import dtype_name, encode_attr, tensor_entry
 from graphexec.ir import Graph, Node, TensorType

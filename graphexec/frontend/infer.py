@@ -15,8 +15,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphexec.errors import GraphError
-from graphexec.frontend.export import node_proto, value_info
-from graphexec.frontend.onnx import tensor_type
+from graphexec.ir.onnx_proto import node_proto, tensor_type, value_info
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.kernels.custom import lookup_custom, output_types
 

@@ -21,6 +21,7 @@ from graphexec.frontend.onnx_checks import (check_depth, check_dims, check_no_ex
                                             load_external_data, parse_failure)
 from graphexec.frontend.onnx_meta import read_meta
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
+from graphexec.ir.onnx_proto import tensor_type
 
 
 def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
@@ -53,24 +54,6 @@ def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError(f"{where}: not an ONNX model (no graph or no ir_version)")
     return model
-
-
-def tensor_type(tp: onnx.TypeProto) -> TensorType:
-    """TypeProto to TensorType; unknown parts stay None, an element type onnx does not know is an error."""
-    which = tp.WhichOneof("value")
-    if which == "tensor_type":
-        tt = tp.tensor_type
-        try:
-            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
-        except (KeyError, TypeError):
-            raise ModelLoadError(f"element type {tt.elem_type} is not one onnx knows") from None
-        shape = None
-        if tt.HasField("shape"):
-            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-        return TensorType(dtype, shape)
-    if which in ("sequence_type", "optional_type", "map_type"):
-        return TensorType(kind=which.removesuffix("_type"))
-    return TensorType()
 
 
 def _subgraph_free_names(g: onnx.GraphProto) -> set[str]:

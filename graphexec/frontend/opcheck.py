@@ -15,7 +15,7 @@ import onnx
 from onnx import helper
 
 from graphexec.errors import ModelLoadError
-from graphexec.frontend.export import node_proto
+from graphexec.ir.onnx_proto import node_proto
 from graphexec.frontend.onnx import node_from_proto
 from graphexec.frontend.onnx_checks import schema_problem
 from graphexec.ir import Graph, Node

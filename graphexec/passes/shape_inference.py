@@ -13,8 +13,7 @@ import logging
 import numpy as np
 import onnx
 
-from graphexec.frontend.export import to_onnx, value_info
-from graphexec.frontend.onnx import tensor_type
+from graphexec.ir.onnx_proto import tensor_type, to_onnx, value_info
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.custom import lookup_custom, output_types

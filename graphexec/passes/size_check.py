@@ -15,7 +15,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphexec.errors import GraphError, OutOfMemoryError
-from graphexec.frontend.export import node_proto
+from graphexec.ir.onnx_proto import node_proto
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.passes.base import CompileState, Pass, PassResult
 

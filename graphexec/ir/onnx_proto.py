@@ -1,4 +1,4 @@
-"""IR back to ONNX: used for shape inference, the reference fallback and export."""
+"""IR to and from ONNX protos: for loading, shape inference, the reference fallback and export."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from graphexec.ir import Graph, Node, TensorType
+from graphexec.errors import ModelLoadError
+from graphexec.ir.graph import Graph, Node, TensorType
 
 
 def value_info(name: str, t: TensorType | None) -> onnx.ValueInfoProto:
@@ -49,3 +50,21 @@ def to_onnx(graph: Graph, input_types: dict[str, TensorType] | None = None,
     model = helper.make_model(g, opset_imports=opsets, functions=graph.functions)
     model.ir_version = min(model.ir_version, onnx.IR_VERSION)
     return model
+
+
+def tensor_type(tp: onnx.TypeProto) -> TensorType:
+    """TypeProto to TensorType; unknown parts stay None, an element type onnx does not know is an error."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        tt = tp.tensor_type
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
+        except (KeyError, TypeError):
+            raise ModelLoadError(f"element type {tt.elem_type} is not one onnx knows") from None
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        return TensorType(dtype, shape)
+    if which in ("sequence_type", "optional_type", "map_type"):
+        return TensorType(kind=which.removesuffix("_type"))
+    return TensorType()
