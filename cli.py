@@ -367,7 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001  (anything else is our bug)
         if os.environ.get("GRAPHEXEC_DEBUG"):
             raise
-        print(f"graphexec: internal error: {type(e).__name__}: {e} (set GRAPHEXEC_DEBUG=1 for a traceback)",
+        where = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
+        print(f"graphexec: internal error: {type(e).__name__}: {e}{where} (set GRAPHEXEC_DEBUG=1 for a traceback)",
               file=sys.stderr)
         return 1
 
