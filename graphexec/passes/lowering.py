@@ -19,7 +19,9 @@ from graphexec.kernels.cost import node_cost
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.concat_slices import no_task_concats
 from graphexec.passes.inplace_outputs import inplace_outputs
+from graphexec.errors import InvariantError
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.contracts import check_tasks
 from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind, flatten_aliases
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
@@ -99,3 +101,9 @@ class Lowering(Pass):
     def call(self, state: CompileState) -> PassResult:
         tasks, runners = lower(state.graph)
         return PassResult(replace(state, tasks=tasks, runners=MappingProxyType(runners)), True)
+
+    def ensures(self, state: CompileState) -> None:
+        tasks = state.need_tasks()
+        check_tasks(tasks)
+        if set(state.runners) != {t.id for t in tasks.tasks}:
+            raise InvariantError("lowering left kernel tasks without a runner")

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.contracts import check_events, check_memory
 from graphexec.plan.schedule import Schedule
 from graphexec.passes.joint_memory import joint_plan
 from graphexec.passes.lifetimes import Lifetime, lifetimes
@@ -115,3 +116,11 @@ class MemoryPlanning(Pass):
         else:
             memory_plan = plan(schedule)
         return PassResult(replace(state, schedule=schedule, memory_plan=memory_plan), True)
+
+    def requires(self, state: CompileState) -> None:
+        state.need_schedule()
+
+    def ensures(self, state: CompileState) -> None:
+        tasks, schedule = state.need_tasks(), state.need_schedule()
+        check_events(tasks, schedule)   # joint planning may have added dependencies and events
+        check_memory(state.graph, tasks, schedule, state.need_memory_plan())

@@ -18,6 +18,7 @@ from graphexec.ir import Graph, Node, TensorType
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.custom import lookup_custom, output_types
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.contracts import check_graph
 from graphexec.passes.size_check import fold_too_big
 
 log = logging.getLogger(__name__)
@@ -150,3 +151,6 @@ class ShapeInference(Pass):
             if not step:
                 break
         return PassResult(state, changed)
+
+    def ensures(self, state: CompileState) -> None:
+        check_graph(state.graph)

@@ -8,6 +8,7 @@ from typing import Any
 
 from graphexec.errors import GraphExecError
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.contracts import check_events
 from graphexec.passes.event_insertion import insert_events, physical_streams
 from graphexec.plan.schedule import Schedule
 from graphexec.passes.stream_policies import POLICIES
@@ -119,3 +120,9 @@ class StreamAssignment(Pass):
         else:
             schedule = build_schedule(tasks, policy, int(streams), profile)
         return PassResult(replace(state, schedule=schedule), True)
+
+    def requires(self, state: CompileState) -> None:
+        state.need_tasks()
+
+    def ensures(self, state: CompileState) -> None:
+        check_events(state.need_tasks(), state.need_schedule())
