@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import numpy as np
 
@@ -44,7 +44,8 @@ class TensorType:
     def nbytes(self) -> int:
         """Size in bytes; only meaningful for a static type."""
         assert self.is_static and self.shape is not None and self.dtype is not None
-        return math.prod(self.shape) * self.dtype.itemsize  # Python ints: hostile dims must not wrap
+        dims = cast("tuple[int, ...]", self.shape)  # static: every dim is an int
+        return math.prod(dims) * self.dtype.itemsize  # Python ints: hostile dims must not wrap
 
     def __str__(self) -> str:
         if self.kind != "tensor":

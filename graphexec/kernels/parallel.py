@@ -34,7 +34,7 @@ def lend(pool: Any, workers: int = 1) -> Iterator[None]:
 MIN_FLOPS = 3e7   # below this much math a hand-over to a worker costs more than it saves
 
 
-def run_all(fn: Callable[[Any], None], pieces: Sequence[Any], flops: float = float("inf")) -> None:
+def run_all(fn: Callable[[Any], object], pieces: Sequence[Any], flops: float = float("inf")) -> None:
     """``fn(piece)`` for every piece, on the lent pool when there is one and ``flops`` (the
     whole job's) make it worth it: this thread and the workers each take the next piece
     not yet taken until none is left."""

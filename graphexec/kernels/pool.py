@@ -150,11 +150,10 @@ def average_pool(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -
         _windows_into(x, kernel, strides, dil, out_sp, pb, 0, y, lambda a, b, out: np.copyto(out, b), np.add)
         np.divide(y, cnt.astype(x.dtype), out=y)
         return y
-    out = out_sp
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
-    xp = pad_for_windows(xf, out, pb, strides, eff, 0)
-    total = _window_sum(xp, out, strides, kernel, dil)
-    cnt = _counts(x.shape[2:], out, pb, pe, strides, kernel, dil, include)
+    xp = pad_for_windows(xf, out_sp, pb, strides, eff, 0)
+    total = _window_sum(xp, out_sp, strides, kernel, dil)
+    cnt = _counts(x.shape[2:], out_sp, pb, pe, strides, kernel, dil, include)
     if cnt.min() < 1:
         raise Unsupported("AveragePool: a window lies entirely in padding")
     return (total / cnt.astype(xf.dtype)).astype(x.dtype, copy=False)

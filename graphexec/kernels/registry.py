@@ -17,7 +17,7 @@ reference implementation instead, so coverage never depends on our own kernels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class OpContext:
     num_outputs: int = 1
     name: str = ""
     const_inputs: tuple[bool, ...] = ()
-    cache: dict[str, Any] = field(default_factory=dict, compare=False)
+    cache: dict[str | tuple[Any, ...], Any] = field(default_factory=dict, compare=False)
 
     def attr(self, key: str, default: Any = _MISSING) -> Any:
         """Return attribute ``key`` or ``default``; raise ``Unsupported`` if absent without one."""
@@ -113,7 +113,7 @@ def lookup_def(op: str, domain: str = "", opset: int = 10_000) -> KernelDef | No
     return None
 
 
-def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> bool:
+def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> TypeGuard[np.ndarray]:
     """Whether a kernel may compute a result of ``shape`` and ``dtype`` into ``out``."""
     return out is not None and out.shape == shape and out.dtype == dtype
 
@@ -123,10 +123,11 @@ def registered_ops() -> list[tuple[str, str]]:
     return sorted(_REGISTRY)
 
 
-def as_outputs(result: Any) -> tuple[np.ndarray, ...]:
+def as_outputs(result: Any) -> tuple[Any, ...]:
     """Normalize a kernel's return value to a tuple of outputs.
 
-    Only a tuple means several outputs: a list is one ONNX sequence value.
+    Only a tuple means several outputs: a list is one ONNX sequence value. Items are
+    arrays, numpy scalars (a 0-d result), or such host values (hence ``Any``).
     """
     if isinstance(result, tuple):
         return result

@@ -47,6 +47,7 @@ def _source_coords(mode: str, y: np.ndarray, scale: float, n: int, out: int,
         return y / scale
     if mode == "tf_half_pixel_for_nn":
         return (y + 0.5) / scale
+    assert roi is not None  # _rois gives tf_crop_and_resize a (start, end) per axis
     start, end = roi  # tf_crop_and_resize (kept in the roi's dtype, as the reference does)
     if width == 1:
         x = np.full(out, (end - start) * (n - 1) / 2, dtype=np.float64)
@@ -203,7 +204,8 @@ def resize(ctx: OpContext, x: np.ndarray, *rest: np.ndarray | None) -> np.ndarra
     return y.astype(x.dtype, copy=False)
 
 
-def _rois(roi: np.ndarray | None, axes: Sequence[int], cmode: str, by_sizes: bool) -> list[tuple | None]:
+def _rois(roi: np.ndarray | None, axes: Sequence[int], cmode: str,
+          by_sizes: bool) -> Sequence[tuple[Any, Any] | None]:
     """(start, end) per resized axis for tf_crop_and_resize, else None."""
     if cmode != "tf_crop_and_resize":
         return [None] * len(axes)

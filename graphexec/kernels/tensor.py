@@ -169,13 +169,14 @@ def split(ctx: OpContext, x: np.ndarray, split_in: np.ndarray | None = None) -> 
 @_kernel("Slice")
 def slice_(ctx: OpContext, x: np.ndarray, *args: np.ndarray | None) -> np.ndarray:
     """ONNX clamping; with a negative step an end of -1 means "before index 0"."""
+    # the raw arguments (attributes or inputs) get their own names: the lists below are list[int]
     if ctx.opset < 10:
-        starts, ends, axes, steps = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes", None), None
+        starts_in, ends_in, axes_in, steps_in = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes", None), None
     else:
-        starts, ends, axes, steps = (list(args) + [None, None])[:4]
-    starts, ends = _ints(starts), _ints(ends)
-    axes = list(range(len(starts))) if axes is None else _ints(axes)
-    steps = [1] * len(starts) if steps is None else _ints(steps)
+        starts_in, ends_in, axes_in, steps_in = (list(args) + [None, None])[:4]
+    starts, ends = _ints(starts_in), _ints(ends_in)
+    axes = list(range(len(starts))) if axes_in is None else _ints(axes_in)
+    steps = [1] * len(starts) if steps_in is None else _ints(steps_in)
     _need(len(starts) == len(ends) == len(axes) == len(steps), "Slice: argument lengths differ")
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
@@ -265,9 +266,10 @@ def scatter_elements(ctx: OpContext, x: np.ndarray, idx: np.ndarray, upd: np.nda
     axis = _axis("ScatterElements", ctx.attr("axis", 0), x.ndim)
     _need(idx.shape == upd.shape and idx.ndim == x.ndim and upd.dtype == x.dtype, "ScatterElements: mismatch")
     _need(all(i <= d for a, (i, d) in enumerate(zip(idx.shape, x.shape)) if a != axis), "ScatterElements: shape")
-    grid = list(np.indices(idx.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
     grid[axis] = _indices("ScatterElements", idx, x.shape[axis])
-    flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), x.shape).reshape(-1)
+    coords = tuple(np.broadcast_arrays(*grid))
+    flat = np.ravel_multi_index(coords, x.shape).reshape(-1)
     out = np.array(x, copy=True).reshape(-1)
     return _scatter("ScatterElements", ctx, out, flat, upd.reshape(-1)).reshape(x.shape)
 

@@ -48,7 +48,7 @@ def weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(36, m, c).astype(w.dtype))
 
 
-def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, int], y: np.ndarray) -> None:
+def conv(x: np.ndarray, u: np.ndarray, begin: tuple[int, ...], y: np.ndarray) -> None:
     """y (M, Ho, Wo) = the 3x3 stride-1 convolution of x (C, H, W) padded by ``begin``
     (top, left) and zeros after, with transformed filters ``u``."""
     c, (m, ho, wo) = x.shape[0], y.shape

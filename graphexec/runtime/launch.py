@@ -9,7 +9,7 @@ to attach the kernel's math and the hazard checker's byte ranges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import AnyTask, EventTask, Task, TaskKind
@@ -71,7 +71,9 @@ def simulate_times(schedule: Schedule, profile: DeviceProfile,
     ctx.events = {i: dev.create_event() for i in range(schedule.num_event_ids)}
     launch_all(ctx, schedule.order)
     dev.synchronize_device()
-    times = {t.meta["task"].id: (t.start_t, t.end_t) for t in dev.sim.finished if t.kind == "kernel"}
+    # a finished task has both times (the simulator sets start_t, then end_t)
+    times = cast("dict[int, tuple[float, float]]",
+                 {t.meta["task"].id: (t.start_t, t.end_t) for t in dev.sim.finished if t.kind == "kernel"})
     if not times:
         return 0.0, {}
     return max(e for _, e in times.values()) - min(s for s, _ in times.values()), times

@@ -35,7 +35,8 @@ def build_samples(sim: Any) -> list[Sample]:
     """One Sample per moment the state changed, in time order."""
     busy = dict.fromkeys(sim.cores.total, 0)
     cube, vector = sim.pool_of("cube"), sim.pool_of("vector")
-    queued, out = 0, []
+    queued = 0
+    out: list[Sample] = []
     for t, _, pool, d in sorted(_changes(sim), key=lambda c: c[:2]):
         if pool:
             busy[pool] += d
