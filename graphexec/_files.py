@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from graphexec.errors import OutputError
 
-Writer = Callable[[Path], None]
+Writer = Callable[[Path], object]  # what it returns (e.g. write_text's count) is ignored
 
 
 def check_output(path: str | os.PathLike[str], what: str = "") -> Path:

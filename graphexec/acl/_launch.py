@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence, cast
 
 import numpy as np
 
@@ -27,7 +27,9 @@ from graphexec.runtime.sim import DeviceTask
 from graphexec.runtime.stream import Stream
 
 MAX_BLOCK_DIM = 65535
-_NO_META: Mapping[str, Any] = MappingProxyType({})   # shared: a finished task keeps fewer objects alive
+# shared: a finished task keeps fewer objects alive; read-only, and nothing writes an ACL kernel task's
+# meta, so it stands in for DeviceTask.meta's dict
+_NO_META = cast("dict[str, Any]", MappingProxyType({}))
 
 
 class Tensor(NamedTuple):
@@ -47,13 +49,13 @@ def tensor(ptr: int, dtype: Any, shape: tuple[int, ...] | list[int]) -> Tensor:
     return Tensor(int(ptr), np.dtype(dtype), tuple(int(d) for d in shape))
 
 
-def _ranges(dev: Device, spec: Any, default: list) -> tuple | list[tuple[int, int, str]]:
+def _ranges(dev: Device, spec: Any, default: Sequence[Any]) -> tuple[()] | list[tuple[int, int, str]]:
     """Normalize reads=/writes=: pointers (to the end of their allocation) or (ptr, nbytes[, name])."""
     if spec is None:
         spec = default
     if not spec:
         return ()
-    out = []
+    out: list[tuple[int, int, str]] = []
     for item in spec:
         if isinstance(item, Tensor):
             item = (item.ptr, item.nbytes)
@@ -76,7 +78,8 @@ def _is_pointer(dev: Device, a: Any) -> bool:
     return True
 
 
-def _callable_task(dev: Device, fn: Callable[..., Any], args: tuple, writes: list, name: str) -> tuple:
+def _callable_task(dev: Device, fn: Callable[..., Any], args: tuple, writes: Sequence[tuple[int, int, str]],
+                   name: str) -> tuple:
     """start/end functions running ``fn`` at start with its writes landing at end."""
 
     if not writes:
@@ -174,7 +177,7 @@ def launch_kernel(kernel: str | Callable[..., Any], block_dim: int, stream: Stre
         task.unit, task.dtype = unit or task.unit, dtype or task.dtype
     elif callable(kernel):
         ptrs = [a for a in args if _is_pointer(dev, a)] if args else ()
-        label = name or getattr(kernel, "__name__", "kernel")
+        label = name or cast(str, getattr(kernel, "__name__", "kernel"))  # a function's __name__ is a str
         rd, wr = _ranges(dev, reads, ptrs), _ranges(dev, writes, ptrs)
         start, end = _callable_task(dev, kernel, args, wr, label)
         task = DeviceTask("kernel", s, label, unit or "vector", int(block_dim), float(flops or 0.0),

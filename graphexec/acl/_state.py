@@ -185,7 +185,7 @@ def api(fn: F) -> F:
     return locked  # type: ignore[return-value]
 
 
-def live(handle: Any, cls: type, kind: str) -> Any:
+def live(handle: Any, cls: type[Any], kind: str) -> Any:
     """``handle`` when it is a ``cls`` not yet destroyed (``kind``: "a stream"), else ACL's
     invalid-parameter or invalid-handle error."""
     if not isinstance(handle, cls):

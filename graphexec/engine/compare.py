@@ -73,7 +73,9 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), fee
     """
     graph = graph if isinstance(graph, Graph) else load(graph)
     feeds = dict(feeds) if feeds is not None else default_feeds(graph)
-    rows, results, sessions = [], [], []
+    rows: list[CompareRow] = []
+    results: list[Result] = []
+    sessions: list[Session] = []
     counts = list(streams)
     for i, n in enumerate(counts):
         if progress is not None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 
-def utilization(done: list[Any], profile: Any, makespan: float) -> dict[str, float]:
+class Utilization(TypedDict):
+    """What :func:`utilization` returns (Stats fields of the same names)."""
+
+    cube_utilization: float
+    vector_utilization: float
+    hbm_utilization: float
+
+
+def utilization(done: list[Any], profile: Any, makespan: float) -> Utilization:
     """Achieved share of peak: cube and vector flops, HBM bytes, over the makespan."""
     if makespan <= 0:
         return {"cube_utilization": 0.0, "vector_utilization": 0.0, "hbm_utilization": 0.0}

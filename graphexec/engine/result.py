@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -109,7 +109,9 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
     """Stats of the run that just finished on ``dev``."""
     done = [t for t in dev.sim.finished if t.start_t is not None]
     work = [t for t in done if t.kind in ("kernel", "memcpy")]
-    makespan = (max(t.end_t for t in work) - min(t.start_t for t in work)) if work else 0.0
+    starts = [cast(float, t.start_t) for t in work]  # a finished task that started has both times
+    ends = [cast(float, t.end_t) for t in work]
+    makespan = (max(ends) - min(starts)) if work else 0.0
     lb, cp = compiled.bounds.lower_bound_us, compiled.bounds.critical_path_us
     plan, sched = compiled.memory_plan, compiled.schedule
     kernels = compiled.tasks.tasks

@@ -149,11 +149,11 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
     for i, n in enumerate(g.node):
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.output) == 1:
             try:
-                arr = _constant_value(n)
+                value = _constant_value(n)
             except (ValueError, TypeError, KeyError) as e:
                 raise ModelLoadError(f"{source}: node {n.name or i} (Constant): its value is malformed: {e}") from None
-            if arr is not None:
-                graph.values[n.output[0]] = Value(n.output[0], TensorType(arr.dtype, arr.shape), arr)
+            if value is not None:
+                graph.values[n.output[0]] = Value(n.output[0], TensorType(value.dtype, value.shape), value)
                 continue
         name = n.name or f"{n.op_type}_{i}"
         check_schema(n, name, graph.opsets, source)

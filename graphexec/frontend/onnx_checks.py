@@ -126,8 +126,10 @@ def schema_problem(node: onnx.NodeProto, opsets: dict[str, int]) -> str | None:
             return f"leaves out input {i} ({formal.name!r}), which {node.op_type} requires"
     for a in node.attribute:
         want = schema.attributes.get(a.name)
-        if want is not None and a.type and a.type != want.type.value and not a.ref_attr_name:
-            return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want.type.value)}"
+        # AttrType is a pybind11 enum: it has .value at run time, which onnx's stub leaves out
+        want_type: int = want.type.value if want is not None else 0  # type: ignore[attr-defined]
+        if want is not None and a.type and a.type != want_type and not a.ref_attr_name:
+            return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want_type)}"
     return None
 
 

@@ -43,12 +43,12 @@ def check_schedule(schedule: dict[str, Any], nodes: Iterable[NodeRef],
         nodes: every node of the graph.
         deps: (producer, consumer, value) for each value passed between two nodes.
     """
-    nodes = {n.name: n for n in nodes}
+    by_name = {n.name: n for n in nodes}
     streams = schedule["streams"]
     problems: list[tuple[Path, str]] = []
-    where = _placements(streams, nodes, problems)
+    where = _placements(streams, by_name, problems)
     records = _events(streams, problems)
-    problems += _labels(streams, nodes, where)
+    problems += _labels(streams, by_name, where)
     names = [s["name"] for s in streams]
     for i, s in enumerate(schedule.get("synchronize") or []):
         if s not in names:
@@ -110,7 +110,8 @@ def _events(streams: list[dict], problems: list) -> dict[str, Item]:
 
 def _labels(streams: list[dict], nodes: dict[str, NodeRef], where: dict[str, Item]) -> list[tuple[Path, str]]:
     """Nodes that share a stream_label must share a stream, as GE's AssignByLabelPass makes them."""
-    problems, first = [], {}
+    problems: list[tuple[Path, str]] = []
+    first: dict[str, str] = {}
     for name, ref in nodes.items():
         if ref.stream_label is None or name not in where:
             continue

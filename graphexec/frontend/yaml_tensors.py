@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 import numpy as np
 import onnx
@@ -29,6 +29,12 @@ class TypedList(list):
         self.attr_type = attr_type
 
 
+@overload
+def np_dtype(name: str) -> np.dtype: ...
+@overload
+def np_dtype(name: None) -> None: ...
+@overload
+def np_dtype(name: str | None) -> np.dtype | None: ...
 def np_dtype(name: str | None) -> np.dtype | None:
     """A YAML dtype name as numpy's ("string" is numpy's object dtype, as in the IR)."""
     if name is None:
@@ -76,7 +82,7 @@ def _static_shape(spec: TensorSpec) -> tuple[int, ...] | None:
         return None
     if not all(isinstance(d, int) for d in spec.shape):
         raise ValueError(f"a constant needs a static shape, not {list(spec.shape)}")
-    return tuple(spec.shape)
+    return cast("tuple[int, ...]", tuple(spec.shape))  # every dim is an int (checked above)
 
 
 def _generated_shape(spec: TensorSpec) -> tuple[int, ...] | None:
@@ -105,6 +111,7 @@ def _from_value(spec: TensorSpec) -> np.ndarray:
 
 
 def _from_file(name: str, spec: TensorSpec, base: Path) -> np.ndarray:
+    assert spec.file is not None  # the caller's branch for a file entry
     path = base / spec.file
     if not path.is_file():
         raise ValueError(f"file {spec.file!r} not found (looked in {base})")
@@ -130,6 +137,7 @@ def _from_random(spec: TensorSpec) -> np.ndarray:
     if shape is None or spec.dtype is None or np_dtype(spec.dtype).kind != "f":
         raise ValueError("random values need a float dtype and a shape")
     r = spec.random
+    assert r is not None  # the caller's branch for a random entry
     values = np.random.default_rng(r.seed).standard_normal(shape) * r.std + r.mean
     return values.astype(np_dtype(spec.dtype))
 
@@ -168,7 +176,7 @@ def encode_attr(value: Any, attr_type: int | None = None) -> Any:
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
         raise ValueError("lists of tensor attributes have no YAML form")
     if isinstance(value, (list, tuple)) and not value:
-        tags = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.STRINGS: "strings"}
+        tags: dict[int | None, str] = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.STRINGS: "strings"}
         return {tags.get(attr_type, "ints"): []}
     if isinstance(value, (np.integer, np.floating)):
         return value.item()

@@ -70,8 +70,8 @@ def _materialize(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, 
     """Turn the chosen waits into record/wait tasks: (launch order, streams, stream of every task id)."""
     waited_on = {u for _, u in waits}
     waits_before: dict[int, list[int]] = {}
-    for v, u in waits:
-        waits_before.setdefault(v, []).append(u)
+    for consumer, producer in waits:
+        waits_before.setdefault(consumer, []).append(producer)
     logical = {u: i for i, u in enumerate(sorted(waited_on))}   # one logical event per producer
     record_of: dict[int, int] = {}   # producer id -> id of its record task
     slots: list[tuple[TaskKind, str, int, int]] = []   # (kind, name, stream, producer) per event task

@@ -12,6 +12,8 @@ on, so only its first two inputs may be overwritten) and x is dead afterwards.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from graphexec.ir import Graph
@@ -59,20 +61,26 @@ def _reusable(graph: Graph, tasks: TaskGraph, alias: dict[str, str], task: Task,
     y has x's type, which the inputs' shapes confirm (a declared shape may be wrong)."""
     if (x in alias and x not in made) or x in barred or readers.get(x) != {task.id}:
         return False
+    node = task.node
+    assert node is not None  # the caller skips tasks without a node
     root = _root(alias, x)
-    if task.node.inputs.count(x) != 1 or graph.values[x].const is not None \
+    if node.inputs.count(x) != 1 or graph.values[x].const is not None \
             or any(r != x and _root(alias, r) == root for r in task.reads if r):
         return False
     tx, ty = graph.values[x].type, graph.values[y].type
-    if not (tx.is_static and ty.is_static and tx.dtype == ty.dtype and tuple(tx.shape) == tuple(ty.shape)):
+    if not (tx.is_static and ty.is_static and tx.dtype == ty.dtype):
+        return False
+    assert tx.shape is not None and ty.shape is not None  # static types have shapes
+    if tuple(tx.shape) != tuple(ty.shape):
         return False
     if task.op not in _BROADCASTING:
         return True
-    shapes = [graph.values[n].type.shape for n in task.node.inputs if n]
+    shapes = [graph.values[n].type.shape for n in node.inputs if n]
     if any(s is None or not all(isinstance(d, int) for d in s) for s in shapes):
         return False
+    int_shapes = cast("list[tuple[int, ...]]", shapes)  # every one known and all ints (checked above)
     try:
-        return np.broadcast_shapes(*(tuple(s) for s in shapes)) == tuple(tx.shape)
+        return np.broadcast_shapes(*(tuple(s) for s in int_shapes)) == tuple(tx.shape)
     except ValueError:
         return False
 

@@ -33,12 +33,12 @@ def lifetimes(tasks: TaskGraph, schedule: Schedule, sizes: dict[str, int]) -> di
                 rec[3].append(t.id)
         pos = schedule.pos[t.id]
         for name in (*t.reads, *t.writes):
-            rec = info.get(root(name))
-            if rec is not None:
-                rec[1] = i
+            used = info.get(root(name))
+            if used is not None:
+                used[1] = i
                 s = stream_of[t.id]
-                if rec[4].get(s, -1) < pos:
-                    rec[4][s] = pos
+                if used[4].get(s, -1) < pos:
+                    used[4][s] = pos
     return {k: Lifetime(k, sizes[k], v[0], v[1], v[2], tuple(v[3]), tuple(sorted(v[4].items())))
             for k, v in info.items()}
 

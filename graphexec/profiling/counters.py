@@ -8,7 +8,7 @@ from that time until the next step.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypedDict
 
 Series = list[tuple[float, float]]
 WORK = ("kernel", "memcpy")     # tasks that occupy the device; records and waits take no time
@@ -97,7 +97,16 @@ def gaps(tasks: Iterable[Any]) -> list[tuple[float, float]]:
     return [(a[1], b[0]) for a, b in zip(busy, busy[1:]) if b[0] > a[1]]
 
 
-def run_metrics(tasks: list[Any]) -> dict[str, float]:
+class RunMetrics(TypedDict):
+    """What :func:`run_metrics` returns (Stats fields of the same names)."""
+
+    mean_queue_depth: float
+    max_queue_depth: int
+    device_idle_us: float
+    host_wait_us: float
+
+
+def run_metrics(tasks: list[Any]) -> RunMetrics:
     """Queue depth (time-weighted mean and max over the window), device idle time, and
     the part of it in which every queue was empty: the device waited on the host."""
     lo, hi = window(tasks)

@@ -26,6 +26,7 @@ FILES = ("timeline.json", "op_summary.csv", "op_statistic.csv")
 
 def _write_all(result: "Result", folder: str) -> None:
     record = result.run
+    assert record is not None  # write_profile checked it
     rows = op_rows(record)
     with open(os.path.join(folder, "timeline.json"), "w", encoding="utf-8") as f:
         json.dump(timeline(record, result.trace), f)
