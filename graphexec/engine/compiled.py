@@ -5,14 +5,14 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
-from graphexec.engine.threads import Overlap, Workers
 from graphexec.engine.result import Result, make_stats
+from graphexec.engine.threads import Overlap, Workers
 from graphexec.errors import OutOfMemoryError
 from graphexec.ir import Graph
 from graphexec.kernels import parallel
@@ -114,6 +114,7 @@ class Compiled:
         total = sum(sizes.values())
         if total > self.profile.hbm_capacity_bytes:
             big = max(self.memory_plan.buffers, key=lambda e: e.size, default=None)
+            assert big is not None  # every byte of the regions belongs to a planned buffer
             raise OutOfMemoryError(
                 f"{self.graph.source}: the plan needs {total} bytes ({sizes['weight']} weights, {sizes['io']} "
                 f"inputs/outputs, {sizes['activation']} activation pool), device {self.profile.name} has "
@@ -125,7 +126,7 @@ class Compiled:
             if e.region == "weight":
                 const = np.ascontiguousarray(self.graph.values[e.tensor].const)
                 view = self.device.view(self.bases["weight"] + e.offset, const.dtype, const.shape)
-                self.device.memcpy_sync(const.nbytes, "h2d", lambda v=view, c=const: v.__setitem__(..., c))
+                self.device.memcpy_sync(const.nbytes, "h2d", _setter(view, const))
 
     def run(self, feeds: dict[str, Any], workers: Workers | None = None) -> Result:
         """Copy the feeds in, launch every task, synchronize, copy the outputs out;
@@ -151,10 +152,11 @@ class Compiled:
             tape = self._tape if self._tape is not None and self._tape.fits(dev) else None
             if tape is None:
                 tape = recorded = self._simulate(ctx)
+            pool, helpers = None, 0
             if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
                 ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
-            threaded = workers is not None and workers.n > 1
-            with parallel.lend(workers.pool if threaded else None, workers.n - 1 if threaded else 0):
+                pool, helpers = workers.pool, workers.n - 1
+            with parallel.lend(pool, helpers):
                 replay(ctx, self._kernels, tape)
             tape.restore(dev)
             outputs = {name: self._fetch(ctx, name) for name in self.graph.outputs}
@@ -209,3 +211,8 @@ def _need_bounds(state: CompileState) -> Bounds:
     if state.bounds is None:
         raise RuntimeError("the pipeline ran no MakespanBounds pass")
     return state.bounds
+
+
+def _setter(view: np.ndarray, value: np.ndarray) -> Callable[[], None]:
+    """The copy of ``value`` into ``view`` that a synchronous memcpy runs."""
+    return lambda: view.__setitem__(..., value)

@@ -2,20 +2,21 @@
 
 The runtime's dispatch table keyed by task kind (``runtime/launch.py``, tinygrad's
 ``pm_exec``) turns each planned task into runtime calls; the executor's context adds
-each kernel's math (read, compute, store at its simulated start and end). Tensors live in device memory at their planned offsets;
-values whose size is only known at run time get their own allocation when written,
-and container values (sequences, maps, strings) stay on the host.
+each kernel's math (read, compute, store at its simulated start and end). Tensors live
+in device memory at their planned offsets; values whose size is only known at run time
+get their own allocation when written, and container values (sequences, maps, strings)
+stay on the host.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
 from graphexec.errors import KernelError
-from graphexec.ir import Graph
+from graphexec.ir import Graph, TensorType
 from graphexec.plan import MemoryPlan, Runner, Task, TaskGraph
 from graphexec.runtime.launch import LaunchContext
 from graphexec.runtime.sim import DeviceTask
@@ -80,8 +81,7 @@ class ExecContext(LaunchContext):
             if root == name:
                 v = self.device.view(loc.ptr, loc.dtype, loc.shape)
             else:
-                t = self.graph.values[name].type
-                v = self.device.view(loc.ptr + off, t.dtype, tuple(t.shape))
+                v = self.device.view(loc.ptr + off, *_layout(self.graph.values[name].type))
             self.views[name] = v
             return v
         name = root
@@ -107,6 +107,7 @@ class ExecContext(LaunchContext):
         root, off = self.tasks.locate(name)
         if root != name:  # a slice of a no-task Concat: it must be exactly as planned
             t = self.graph.values[name].type
+            assert t.shape is not None  # a no-task Concat's slices are static (concat_slices)
             if value.shape != tuple(t.shape) or value.dtype != t.dtype:
                 raise KernelError(f"{name!r} came out {value.dtype}{list(value.shape)}, planned {t}")
             self.device.view(self.where[root].ptr + off, t.dtype, value.shape)[...] = value
@@ -171,7 +172,7 @@ class KernelCall:
         self.ctx.tape.append(~self.index)
 
 
-def _ranges(ctx: ExecContext, names: list[str]) -> list[tuple[int, int, str]]:
+def _ranges(ctx: ExecContext, names: Sequence[str]) -> list[tuple[int, int, str]]:
     """(ptr, nbytes, name) of planned tensors, for the hazard checker; run-time allocations
     do not exist yet at launch and are left out."""
     out = []
@@ -180,15 +181,21 @@ def _ranges(ctx: ExecContext, names: list[str]) -> list[tuple[int, int, str]]:
         loc, t = ctx.where.get(root), ctx.graph.values[name].type
         if loc is not None and t.dtype is not None and t.shape is not None \
                 and all(isinstance(d, (int, np.integer)) for d in t.shape):
-            out.append((loc.ptr + off, int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize, name))
+            dims = cast("tuple[int, ...]", t.shape)  # all ints (checked just above)
+            out.append((loc.ptr + off, int(np.prod(dims, dtype=np.int64)) * np.dtype(t.dtype).itemsize, name))
     return out
+
+
+def _layout(t: TensorType) -> tuple[np.dtype, tuple[int, ...]]:
+    """dtype and shape of a value in planned bytes: the plan places, and aliases, static types only."""
+    assert t.dtype is not None and t.shape is not None
+    return t.dtype, cast("tuple[int, ...]", tuple(t.shape))
 
 
 def place(ctx: ExecContext, plan: MemoryPlan, bases: dict[str, int]) -> None:
     """Map every planned buffer to its device address."""
     for e in plan.buffers:
-        t = ctx.graph.values[e.tensor].type
-        ctx.where[e.tensor] = Location(bases[e.region] + e.offset, t.dtype, tuple(t.shape))
+        ctx.where[e.tensor] = Location(bases[e.region] + e.offset, *_layout(ctx.graph.values[e.tensor].type))
 
 
 def prime_views(ctx: ExecContext) -> None:

@@ -156,9 +156,11 @@ def _did_you_mean(name: str, names: set[str]) -> str:
 
 def _plain_schedule(spec: GraphSpec) -> dict[str, Any]:
     """The schedule as plain data, each task one of {run: node}, {record: ev}, {wait: ev}."""
+    schedule = spec.schedule
+    assert schedule is not None  # build calls this only for a graph with a schedule
     streams = []
-    for s in spec.schedule.streams:
+    for s in schedule.streams:
         tasks = [{"run": t} if isinstance(t, str) else t.model_dump() for t in s.tasks]
         streams.append({"name": s.name, "priority": s.priority, "tasks": tasks})
-    sync = spec.schedule.synchronize or [s.name for s in spec.schedule.streams]
+    sync = schedule.synchronize or [s.name for s in schedule.streams]
     return {"streams": streams, "synchronize": list(sync)}

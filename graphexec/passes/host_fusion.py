@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 
-from graphexec.ir import Graph
+from graphexec.ir import Graph, Node
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.elementwise import relu
 from graphexec.kernels.registry import Unsupported
@@ -53,7 +53,7 @@ def fuse_chains(graph: Graph, tasks: TaskGraph, runners: Mapping[int, Runner]) -
         if conv is not None:
             out[head.id] = FusedConv(plain, conv, affine, relu)
         else:
-            out[head.id] = FusedAffine(head.node.inputs[0], head.writes[0], affine, relu)
+            out[head.id] = FusedAffine(_node(head).inputs[0], head.writes[0], affine, relu)
         for m in members:
             out[m.id] = Done()
         skipped += len(members)
@@ -77,7 +77,8 @@ def _fold(graph: Graph, head: Task, steps: list[Affine]) -> tuple[Any, Affine] |
         return None
     conv = _conv_weights(graph, head)
     if conv is None:
-        first = _affine(graph, head, head.node.inputs[0]) if head.node.inputs else None
+        inputs = _node(head).inputs
+        first = _affine(graph, head, inputs[0]) if inputs else None
         if first is None:
             return None
         steps = [first] + steps
@@ -97,7 +98,7 @@ def _chain(graph: Graph, head: Task, follower: dict[str, Task]) -> tuple[list[Af
     value, shifted = head.writes[0], head.op in _SHIFTS
     while value in follower:
         t = follower[value]
-        if t.op == "Relu" and not t.node.domain and graph.values[value].type.dtype == _F32:
+        if t.op == "Relu" and not _node(t).domain and graph.values[value].type.dtype == _F32:
             members.append(t)
             return steps, True, members
         step = _affine(graph, t, value)
@@ -129,13 +130,15 @@ def _affine(graph: Graph, task: Task, src: str) -> Affine | None:
 
 
 def _step(graph: Graph, task: Task, src: str) -> Affine | None:
-    node, t = task.node, graph.values[src].type
-    if node.domain or not t.is_static or t.dtype != _F32 or len(t.shape) < 2 or len(task.writes) != 1 \
+    node, t = _node(task), graph.values[src].type
+    shape = cast("tuple[int, ...]", t.shape)  # only read once t.is_static holds: every dim is an int
+    if node.domain or not t.is_static or t.dtype != _F32 or len(shape) < 2 or len(task.writes) != 1 \
             or node.inputs.count(src) != 1:
         return None
-    channels, rank = t.shape[1], len(t.shape)
-    others = [_f32_const(graph, n) for n in node.inputs if n != src]
-    if any(c is None for c in others):
+    channels, rank = shape[1], len(shape)
+    maybe = [_f32_const(graph, n) for n in node.inputs if n != src]
+    others = [c for c in maybe if c is not None]
+    if len(others) != len(maybe):   # an input that is not a float32 constant
         return None
     if node.op == "BatchNormalization":
         if graph.opsets.get("", 1) < 9 or node.attrs.get("training_mode", 0) or len(others) != 4 \
@@ -151,6 +154,12 @@ def _step(graph: Graph, task: Task, src: str) -> Affine | None:
     table = {"Mul": (c, zero), "Add": (one, c), "Sub": (one, -c) if first else None,
              "Div": (one / c, zero) if first and c.all() else None}
     return table.get(node.op)
+
+
+def _node(task: Task) -> Node:
+    """The IR node of a task; lowering gives every task it makes one (fusion sees no others)."""
+    assert task.node is not None
+    return task.node
 
 
 def _f32_const(graph: Graph, name: str) -> np.ndarray | None:
@@ -172,12 +181,13 @@ def _per_channel(c: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
 
 def _conv_weights(graph: Graph, task: Task) -> tuple[np.ndarray, np.ndarray | None] | None:
     """(W, bias) of a 2-D float32 Conv whose filter and bias are constants."""
-    node = task.node
+    node = _node(task)
     if node.op != "Conv" or node.domain or len(node.inputs) < 2:
         return None
     w = graph.values[node.inputs[1]].const
     b = graph.values[node.inputs[2]].const if len(node.inputs) > 2 and node.inputs[2] else None
-    if not isinstance(w, np.ndarray) or w.dtype != _F32 or w.ndim != 4 or graph.values[node.inputs[0]].type.dtype != _F32:
+    if not isinstance(w, np.ndarray) or w.dtype != _F32 or w.ndim != 4 \
+            or graph.values[node.inputs[0]].type.dtype != _F32:
         return None
     if len(node.inputs) > 2 and node.inputs[2] and not isinstance(b, np.ndarray):
         return None

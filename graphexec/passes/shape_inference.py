@@ -13,10 +13,10 @@ import logging
 import numpy as np
 import onnx
 
-from graphexec.ir.onnx_proto import tensor_type, to_onnx, value_info
 from graphexec.ir import Graph, Node, TensorType
-from graphexec.kernels.dispatch import NodeRunner
+from graphexec.ir.onnx_proto import tensor_type, to_onnx, value_info
 from graphexec.kernels.custom import lookup_custom, output_types
+from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_graph
 from graphexec.passes.size_check import fold_too_big
@@ -49,7 +49,9 @@ def _apply_shape_rules(graph: Graph, customs: list[Node]) -> bool:
     changed = False
     for node in customs:
         ins = [graph.values[n].type for n in node.inputs if n]
-        outs = output_types(lookup_custom(node.op, node.domain), ins, node.attrs) or []
+        spec = lookup_custom(node.op, node.domain)
+        assert spec is not None  # customs holds only nodes with a custom kernel
+        outs = output_types(spec, ins, node.attrs) or []
         for name, t in zip(node.outputs, outs):
             if name and _better(t, graph.values[name].type):
                 graph.values[name].type = t

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from graphexec.errors import GraphError, OutOfMemoryError
-from graphexec.ir.onnx_proto import node_proto
 from graphexec.ir import Graph, Node, TensorType
+from graphexec.ir.onnx_proto import node_proto
 from graphexec.passes.base import CompileState, Pass, PassResult
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,8 @@ def unholdable(t: TensorType) -> bool:
     """True when numpy cannot make an array of static type ``t``, even an empty one: it counts
     the bytes of the non-zero dims, so [2**62, 0] of float32 is refused though it holds nothing."""
     assert t.shape is not None and t.dtype is not None
-    return math.prod(d for d in t.shape if d) * t.dtype.itemsize > INT64_MAX
+    dims = cast("tuple[int, ...]", t.shape)  # a static type: every dim is an int
+    return math.prod(d for d in dims if d) * t.dtype.itemsize > INT64_MAX
 
 
 def check_fits(what: str, t: TensorType, profile: Any) -> None:
@@ -43,7 +44,8 @@ def check_fits(what: str, t: TensorType, profile: Any) -> None:
     if t.nbytes <= profile.hbm_capacity_bytes:
         return
     assert t.shape is not None
-    over = ", its element count overflows int64" if math.prod(t.shape) > INT64_MAX else ""
+    dims = cast("tuple[int, ...]", t.shape)  # static (checked on entry): every dim is an int
+    over = ", its element count overflows int64" if math.prod(dims) > INT64_MAX else ""
     raise OutOfMemoryError(f"{what} {t} needs {t.nbytes} bytes{over}; device {profile.name} has "
                            f"{profile.hbm_capacity_bytes} bytes")
 
