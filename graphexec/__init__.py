@@ -11,8 +11,18 @@ from graphexec.engine.compare import Comparison, compare
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result, Stats
 from graphexec.engine.session import Session
-from graphexec.errors import (AclError, DeviceError, FeedError, GraphError, GraphExecError, KernelError,
-                              ModelLoadError, OutOfMemoryError, PassError, UnsupportedOpError)
+from graphexec.errors import (
+    AclError,
+    DeviceError,
+    FeedError,
+    GraphError,
+    GraphExecError,
+    KernelError,
+    ModelLoadError,
+    OutOfMemoryError,
+    PassError,
+    UnsupportedOpError,
+)
 from graphexec.frontend import load
 from graphexec.frontend.builder import GraphBuilder
 from graphexec.ir import Graph
@@ -20,7 +30,7 @@ from graphexec.kernels.custom import kernel
 
 __all__ = [
     "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphBuilder", "GraphError", "GraphExecError",
-    "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats", "UnsupportedOpError",
-    "compare", "default_feeds", "kernel", "load",
+    "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats",
+    "UnsupportedOpError", "compare", "default_feeds", "kernel", "load",
 ]
 __version__ = "0.1.0"

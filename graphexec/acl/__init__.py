@@ -22,19 +22,44 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.errors import AclError
-from graphexec.runtime import codes
 from graphexec.acl._launch import Tensor, launch_callback, launch_kernel, tensor
 from graphexec.acl._memory import (
-    free, free_cached, free_host, get_mem_info, malloc, malloc_cached, malloc_host, memcpy, memcpy_async,
-    memory_stats, memset, memset_async,
+    free,
+    free_cached,
+    free_host,
+    get_mem_info,
+    malloc,
+    malloc_cached,
+    malloc_host,
+    memcpy,
+    memcpy_async,
+    memory_stats,
+    memset,
+    memset_async,
 )
 from graphexec.acl._state import STATE, Context, api, live
+from graphexec.errors import AclError
+from graphexec.runtime import codes
 from graphexec.runtime.codes import (
-    CALLBACK_BLOCK, CALLBACK_NO_BLOCK, DDR_MEM, EVENT_RECORDED_STATUS_COMPLETE, EVENT_RECORDED_STATUS_NOT_READY,
-    HBM_MEM, HBM_MEM_HUGE, HBM_MEM_NORMAL, MEM_MALLOC_HUGE_FIRST, MEM_MALLOC_HUGE_ONLY, MEM_MALLOC_NORMAL_ONLY,
-    MEMCPY_DEFAULT, MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST, MEMCPY_HOST_TO_DEVICE, MEMCPY_HOST_TO_HOST,
-    acl_error, invalid_param, invalid_value,
+    CALLBACK_BLOCK,
+    CALLBACK_NO_BLOCK,
+    DDR_MEM,
+    EVENT_RECORDED_STATUS_COMPLETE,
+    EVENT_RECORDED_STATUS_NOT_READY,
+    HBM_MEM,
+    HBM_MEM_HUGE,
+    HBM_MEM_NORMAL,
+    MEM_MALLOC_HUGE_FIRST,
+    MEM_MALLOC_HUGE_ONLY,
+    MEM_MALLOC_NORMAL_ONLY,
+    MEMCPY_DEFAULT,
+    MEMCPY_DEVICE_TO_DEVICE,
+    MEMCPY_DEVICE_TO_HOST,
+    MEMCPY_HOST_TO_DEVICE,
+    MEMCPY_HOST_TO_HOST,
+    acl_error,
+    invalid_param,
+    invalid_value,
 )
 from graphexec.runtime.device import Device
 from graphexec.runtime.hazards import Hazard

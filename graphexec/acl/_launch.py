@@ -17,10 +17,10 @@ from typing import Any, Callable, NamedTuple, Sequence, cast
 
 import numpy as np
 
+from graphexec.acl._state import STATE, api
 from graphexec.kernels import registry
 from graphexec.kernels.cost import node_cost
 from graphexec.runtime import codes
-from graphexec.acl._state import STATE, api
 from graphexec.runtime.codes import acl_error, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask

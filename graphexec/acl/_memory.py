@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.acl._state import STATE, api
 from graphexec.errors import OutOfMemoryError
 from graphexec.runtime import codes
-from graphexec.acl._state import STATE, api
 from graphexec.runtime.codes import invalid_handle, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.memory import reserved_size

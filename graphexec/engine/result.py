@@ -123,9 +123,11 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
         num_streams=len(sched.streams), num_events=sched.num_events,
         waits_before_pruning=sched.stats.get("waits_before_pruning", 0), num_event_ids=sched.num_event_ids,
         **utilization(done, compiled.profile, makespan),
-        peak_bytes=plan.region_bytes["activation"], lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
-        cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes, weight_bytes=plan.region_bytes["weight"],
-        io_bytes=plan.region_bytes["io"], host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
+        peak_bytes=plan.region_bytes["activation"],
+        lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
+        cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes,
+        weight_bytes=plan.region_bytes["weight"], io_bytes=plan.region_bytes["io"],
+        host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
         **run_metrics(done))
 
 

@@ -23,6 +23,7 @@ from graphexec.frontend.infer import infer_node
 from graphexec.frontend.opcheck import make_node
 from graphexec.ir import Graph, Node, TensorType, Value, verify
 
+
 @dataclass(frozen=True)
 class Tensor:
     """A value of the graph being built; pass it to ``op`` as an input."""

@@ -21,10 +21,10 @@ import yaml
 
 from graphexec._files import Writer, check_output, write_atomic, write_one
 from graphexec.errors import ExportError
-from graphexec.ir.onnx_proto import to_onnx, value_info
 from graphexec.frontend.onnx_meta import write_meta
 from graphexec.frontend.yaml_tensors import dtype_name, encode_attr, tensor_entry
 from graphexec.ir import Graph, Node, TensorType
+from graphexec.ir.onnx_proto import to_onnx, value_info
 
 INLINE_MAX = 64  # constants with more elements go to the .npz beside the YAML file
 

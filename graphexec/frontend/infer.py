@@ -15,8 +15,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphexec.errors import GraphError
-from graphexec.ir.onnx_proto import node_proto, tensor_type, value_info
 from graphexec.ir import Graph, Node, TensorType
+from graphexec.ir.onnx_proto import node_proto, tensor_type, value_info
 from graphexec.kernels.custom import lookup_custom, output_types
 
 _SMALL_CONST = 4096

@@ -17,8 +17,15 @@ from onnx import numpy_helper
 
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
-from graphexec.frontend.onnx_checks import (check_depth, check_dims, check_no_external_data, check_schema, check_text,
-                                            load_external_data, parse_failure)
+from graphexec.frontend.onnx_checks import (
+    check_depth,
+    check_dims,
+    check_no_external_data,
+    check_schema,
+    check_text,
+    load_external_data,
+    parse_failure,
+)
 from graphexec.frontend.onnx_meta import read_meta
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 from graphexec.ir.onnx_proto import tensor_type

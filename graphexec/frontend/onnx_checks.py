@@ -72,7 +72,8 @@ def subgraph_depth(node: onnx.NodeProto) -> int:
 def check_depth(node: onnx.NodeProto, name: str, where: str = "") -> None:
     """Refuse a node whose subgraphs nest deeper than MAX_SUBGRAPH_DEPTH."""
     if subgraph_depth(node) > MAX_SUBGRAPH_DEPTH:
-        raise ModelLoadError(f"{where + ': ' if where else ''}node {name} ({node.op_type}) nests subgraphs more than {MAX_SUBGRAPH_DEPTH} "
+        raise ModelLoadError(f"{where + ': ' if where else ''}node {name} ({node.op_type}) "
+                             f"nests subgraphs more than {MAX_SUBGRAPH_DEPTH} "
                              f"levels deep; graphexec supports at most {MAX_SUBGRAPH_DEPTH}")
 
 

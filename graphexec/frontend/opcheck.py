@@ -15,10 +15,10 @@ import onnx
 from onnx import helper
 
 from graphexec.errors import ModelLoadError
-from graphexec.ir.onnx_proto import node_proto
 from graphexec.frontend.onnx import node_from_proto
 from graphexec.frontend.onnx_checks import schema_problem
 from graphexec.ir import Graph, Node
+from graphexec.ir.onnx_proto import node_proto
 from graphexec.kernels import registry
 from graphexec.kernels.custom import domains_of, lookup_custom
 

@@ -7,10 +7,9 @@ duplicate key be reported instead of silently overwritten.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
-
-import re
 
 import yaml
 

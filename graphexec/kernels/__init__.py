@@ -3,9 +3,19 @@
 Importing this package registers every own kernel.
 """
 
-from graphexec.kernels import registry
+# importing the kernel modules registers their kernels
+from graphexec.kernels import (  # noqa: F401
+    conv,
+    elementwise,
+    nn,
+    norm,
+    pool,
+    reduce,
+    registry,
+    resize,
+    selection,
+    tensor,
+)
 from graphexec.kernels.registry import OpContext, Unsupported, lookup, register
-
-from graphexec.kernels import conv, elementwise, nn, norm, pool, reduce, resize, selection, tensor  # noqa: F401,E402  (register kernels)
 
 __all__ = ["OpContext", "Unsupported", "lookup", "register", "registry"]

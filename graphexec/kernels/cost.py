@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 CUBE_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul",
             "QLinearConv", "ConvInteger", "Einsum"}
 FRACTAL = 16           # the cube works on 16x16x16 fractals

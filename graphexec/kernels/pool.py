@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from graphexec.kernels.conv import pad_for_windows, spatial_ints, tap_slices, window_geometry
 from graphexec.kernels import scratch
+from graphexec.kernels.conv import pad_for_windows, spatial_ints, tap_slices, window_geometry
 from graphexec.kernels.registry import OpContext, Unsupported, fits, register
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -68,7 +68,8 @@ def _float_input(ctx: OpContext, x: np.ndarray) -> np.ndarray:
 
 
 def _windows_into(x: np.ndarray, kernel: list[int], strides: list[int], dil: list[int], out: list[int],
-                  pb: list[int], pad: float, y: np.ndarray, first: Callable[..., Any], fold: Callable[..., Any]) -> None:
+                  pb: list[int], pad: float, y: np.ndarray, first: Callable[..., Any],
+                  fold: Callable[..., Any]) -> None:
     """y = fold over the taps of each window of x (N, C, H, W), padded with ``pad``; the
     padded copy is a reused scratch, the result goes straight into ``y``. Without
     dilation the window is folded along rows, then along columns (``_separable``)."""

@@ -16,8 +16,8 @@ from typing import Any
 import networkx as nx
 
 from graphexec.passes.event_insertion import insert_events
-from graphexec.plan.schedule import Schedule
 from graphexec.passes.lifetimes import Lifetime
+from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
 
 MAX_ROUNDS = 6

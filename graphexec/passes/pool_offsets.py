@@ -14,8 +14,8 @@ from typing import Callable
 import networkx as nx
 import numpy as np
 
-from graphexec.plan.schedule import Schedule
 from graphexec.passes.lifetimes import Lifetime
+from graphexec.plan.schedule import Schedule
 
 Order = Callable[[Lifetime, int], tuple]  # (item, number of items it conflicts with) -> sort key
 

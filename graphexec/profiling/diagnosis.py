@@ -24,9 +24,9 @@ from typing import Any
 
 from graphexec.passes.stream_assignment import build_schedule
 from graphexec.passes.stream_policies import POLICIES
-from graphexec.runtime.launch import simulate_makespan
 from graphexec.profiling.record import RunRecord
 from graphexec.profiling.summary import op_rows
+from graphexec.runtime.launch import simulate_makespan
 
 BUSY = 0.5          # unit utilization at which the device counts as compute-bound
 SIGNIFICANT = 0.1   # share of the run a reason must cost to be named
