@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,10 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
 
 
 def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    with open(path, "wb") as f:  # a file object: np.savez would append .npz to a name
-        # mypy is right that a key could fill savez's own parameters: a tensor named "allow_pickle"
-        # is taken as that flag and not saved, one named "file" is a TypeError; left as it is
-        np.savez(f, **arrays)  # type: ignore[arg-type]
+    """An .npz as np.savez writes it, one ``NAME.npy`` member per tensor; written here since
+    np.savez takes the names as keywords (a tensor called "file" or "allow_pickle" would
+    fill its own parameters)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, a in arrays.items():
+            with z.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(a), allow_pickle=False)

@@ -223,12 +223,11 @@ def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
             y = xd / (1.0 + np.exp(-2.0 * u))
     elif approx == "none":
         z = -xd / math.sqrt(2)
-        # float64 needs full precision: math.erfc per element; narrower floats use the fast approximation.
-        # The stub is right that this can be a float: for a rank-0 x, z is a numpy scalar and frompyfunc
-        # gives a Python float, which has no astype (AttributeError); left as it is, not a typing matter.
-        e = (np.frompyfunc(math.erfc, 1, 1)(z).astype(np.float64)  # type: ignore[union-attr]
+        # float64 needs full precision: math.erfc per element; narrower floats use the fast approximation
+        # (frompyfunc gives an object array, or a Python float for a rank-0 x)
+        e = (np.asarray(np.frompyfunc(math.erfc, 1, 1)(z), dtype=np.float64)
              if x.dtype == np.float64 else _erfc(z))
         y = 0.5 * xd * e
     else:
         raise Unsupported(f"Gelu: approximate={approx!r}")
-    return y.astype(x.dtype)
+    return np.asarray(y).astype(x.dtype)

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
+from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import node_cost
 from graphexec.kernels.dispatch import NodeRunner
-from graphexec.passes.concat_slices import no_task_concats
-from graphexec.passes.inplace_outputs import inplace_outputs
-from graphexec.errors import InvariantError
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.concat_slices import no_task_concats
 from graphexec.passes.contracts import check_tasks
+from graphexec.passes.inplace_outputs import inplace_outputs
 from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind, flatten_aliases
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}

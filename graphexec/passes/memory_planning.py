@@ -14,11 +14,11 @@ from dataclasses import replace
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events, check_memory
-from graphexec.plan.schedule import Schedule
 from graphexec.passes.joint_memory import joint_plan
 from graphexec.passes.lifetimes import Lifetime, lifetimes
 from graphexec.passes.pool_offsets import cut_bound, plan_offsets
 from graphexec.plan.memory import MemoryPlan, PlanEntry, align
+from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
 from graphexec.runtime.launch import simulate_times
 

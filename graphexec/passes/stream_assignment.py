@@ -10,8 +10,8 @@ from graphexec.errors import GraphExecError
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events
 from graphexec.passes.event_insertion import insert_events, physical_streams
-from graphexec.plan.schedule import Schedule
 from graphexec.passes.stream_policies import POLICIES
+from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
 from graphexec.runtime.launch import simulate_makespan
 from graphexec.runtime.profiles import DeviceProfile

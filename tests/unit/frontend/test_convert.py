@@ -84,6 +84,16 @@ def test_big_constants_go_to_the_npz_beside(tmp_path):
     np.testing.assert_array_equal(gx.load(tmp_path / "big.yaml").values["w"].const, np.arange(100))
 
 
+@pytest.mark.parametrize("name", ["file", "allow_pickle", "arr_0"])
+def test_big_constants_keep_names_that_np_savez_would_take_for_its_own(tmp_path, name):
+    b = gx.GraphBuilder("names", opset=17)
+    x = b.input("x", "float32", [100])
+    b.output(b.Add(x, b.constant(np.arange(100, dtype=np.float32), name)))
+    save(b.build(), tmp_path / "g.yaml")
+    assert list(np.load(tmp_path / "g.npz", allow_pickle=False)) == [name]
+    np.testing.assert_array_equal(gx.load(tmp_path / "g.yaml").values[name].const, np.arange(100))
+
+
 def test_what_cannot_be_written():
     g = gx.load(_model())
     with pytest.raises(ExportError, match=r"big\.txt: can write \.yaml, \.yml or \.onnx, not \.txt$"):

@@ -134,6 +134,12 @@ def test_dropout_inference():
         assert mask.dtype == np.bool_ and mask.all()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_on_a_scalar(dtype, approximate):
+    check_kernel("Gelu", [np.array(0.7, dtype)], {"approximate": approximate}, opset=20, rtol=1e-6, atol=1e-7)
+
+
 def test_gelu():
     x = rand(200) * 4
     # the reference evaluates in float32 and loses digits to cancellation for negative x
