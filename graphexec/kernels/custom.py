@@ -1,9 +1,9 @@
 """Custom kernels: user numpy functions with their own shape rule and cost rule.
 
-``@gx.kernel("MyOp", shape=..., cost=...)`` puts the function in the kernel registry
-under a custom domain, so YAML graphs, the builder and ONNX files that use that domain
-all find it, and keeps its rules where shape inference and the cost model look for
-them: a custom op is then lowered, scheduled and costed like any other.
+``@gx.kernel("MyOp", shape=..., cost=...)`` puts the function in the one kernel registry
+under a custom domain, with its rules in the same entry, so YAML graphs, the builder and
+ONNX files that use that domain all find it, and shape inference and the cost model find
+its rules: a custom op is then lowered, scheduled and costed like any other.
 
 Example:
     >>> @gx.kernel("Swish", shape="same", cost=lambda c: {"flops": 4 * c.out_elements})
@@ -59,9 +59,6 @@ class CustomKernel:
     cost: CostRule
 
 
-_CUSTOM: dict[tuple[str, str], CustomKernel] = {}
-
-
 def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
            domain: str = CUSTOM_DOMAIN) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn(*inputs, **attrs)`` as the kernel of ``domain::op``.
@@ -80,21 +77,21 @@ def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         spec = CustomKernel(op, domain, fn, shape, cost)
-        registry.register(op, domain)(lambda ctx, *xs: _run(spec, ctx.attrs, xs))
-        _CUSTOM[(domain, op)] = spec
+        registry.register(op, domain, rules=spec)(lambda ctx, *xs: _run(spec, ctx.attrs, xs))
         return fn
 
     return wrap
 
 
 def lookup_custom(op: str, domain: str) -> CustomKernel | None:
-    """The custom kernel of ``domain::op``, or None."""
-    return _CUSTOM.get((domain, op))
+    """The custom kernel of ``domain::op`` (its registry entry's rules), or None."""
+    d = registry.lookup_def(op, domain)
+    return d.rules if d is not None and isinstance(d.rules, CustomKernel) else None
 
 
 def domains_of(op: str) -> list[str]:
     """The custom domains that define ``op``, sorted: how a bare ``op:`` is resolved."""
-    return sorted(d for d, o in _CUSTOM if o == op)
+    return sorted({d.domain for d in registry.definitions() if d.op == op and isinstance(d.rules, CustomKernel)})
 
 
 def _run(spec: CustomKernel, attrs: dict[str, Any], inputs: tuple) -> tuple[np.ndarray, ...]:
@@ -146,7 +143,7 @@ def _as_types(spec: CustomKernel, result: Any, inputs: Sequence[TensorType]) -> 
 
 def custom_cost(op: str, domain: str, c: CostInput) -> Cost | None:
     """The custom cost of a node, the default rule's where the custom rule says nothing."""
-    spec = _CUSTOM.get((domain, op))
+    spec = lookup_custom(op, domain)
     if spec is None:
         return None
     base = node_cost(op, c.inputs, c.in_bytes, c.outputs, c.out_bytes, c.attrs, False)

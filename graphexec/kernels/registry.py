@@ -65,7 +65,8 @@ class OpContext:
 
 @dataclass(frozen=True, slots=True)
 class KernelDef:
-    """A registered kernel: the function plus the opset range it serves."""
+    """A registered kernel: the function plus the opset range it serves; a custom kernel
+    also keeps its shape and cost rules here (``rules``, see ``kernels/custom.py``)."""
 
     op: str
     domain: str
@@ -73,13 +74,14 @@ class KernelDef:
     since: int = 1
     until: int = 10_000
     out: bool = False
+    rules: Any = None
 
 
 _REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
 
 
 def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
-             out: bool = False) -> Callable[[KernelFn], KernelFn]:
+             out: bool = False, rules: Any = None) -> Callable[[KernelFn], KernelFn]:
     """Decorator: register ``fn`` as the kernel of ``op`` for opsets ``since..until``.
 
     Example:
@@ -91,7 +93,7 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
     def wrap(fn: KernelFn) -> KernelFn:
         defs = _REGISTRY.setdefault((domain, op), [])
         defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
-        defs.append(KernelDef(op, domain, fn, since, until, out))
+        defs.append(KernelDef(op, domain, fn, since, until, out, rules))
         return fn
 
     return wrap
@@ -121,6 +123,11 @@ def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> TypeGuar
 def registered_ops() -> list[tuple[str, str]]:
     """Every (domain, op) with an own kernel, sorted."""
     return sorted(_REGISTRY)
+
+
+def definitions() -> list[KernelDef]:
+    """Every registration, by (domain, op) and then in registration order."""
+    return [d for key in sorted(_REGISTRY) for d in _REGISTRY[key]]
 
 
 def as_outputs(result: Any) -> tuple[Any, ...]:

@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 import graphexec as gx
 from graphexec.ir import TensorType
 from graphexec.kernels.cost import node_cost
+from graphexec.kernels import registry
 from graphexec.kernels.custom import CUSTOM_DOMAIN, CostInput, custom_cost, lookup_custom
 
 
@@ -52,6 +53,8 @@ def test_registered_in_its_domain_with_rules():
     spec = lookup_custom("TestScale", CUSTOM_DOMAIN)
     assert spec is not None and spec.shape == "same" and spec.fn is scale
     assert lookup_custom("TestScale", "") is None
+    entry = registry.lookup_def("TestScale", CUSTOM_DOMAIN)   # one registry: function and rules in one entry
+    assert entry is not None and entry.rules is spec
 
 
 def test_runs_through_builder_and_session():
