@@ -50,7 +50,8 @@ def _task(t: Any) -> list[Any]:
 def plan_digests(compiled: Any) -> dict[str, str]:
     """Digests of the compiled plan: tasks, schedule and memory plan."""
     tg, sched = compiled.tasks, compiled.schedule
-    stream_of, event_of = _stream_tables(sched)
+    stream_of = lambda t: sched.stream_of[t.id]  # noqa: E731
+    event_of = lambda t: getattr(t, "event", None)  # noqa: E731  (kernels have none)
     tasks = [_task(t) for t in tg.tasks]
     deps = {str(k): sorted(v) for k, v in sorted(tg.deps.items())}
     views = [sorted(tg.alias.items()), sorted(tg.offset.items()), sorted(tg.inplace.items())]
@@ -63,13 +64,6 @@ def plan_digests(compiled: Any) -> dict[str, str]:
     memory = [entries, sorted(mp.region_bytes.items()), mp.lower_bound_bytes, mp.no_reuse_bytes,
               mp.cut_bound_bytes, sorted((k, repr(v)) for k, v in mp.joint.items())]
     return {"tasks": _digest([tasks, deps, views]), "schedule": _digest(schedule), "memory": _digest(memory)}
-
-
-def _stream_tables(sched: Any) -> tuple[Any, Any]:
-    """(stream of a task, event id of a task): side tables once the plan is frozen."""
-    if hasattr(sched, "stream_of"):
-        return (lambda t: sched.stream_of[t.id]), (lambda t: getattr(t, "event", None))
-    return (lambda t: t.stream), (lambda t: t.event)
 
 
 def _trace_events(trace: dict[str, Any]) -> list[Any]:

@@ -6,7 +6,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from graphexec.errors import GraphExecError
+from graphexec.errors import GraphExecError, PassError
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events
 from graphexec.passes.event_insertion import insert_events, physical_streams
@@ -67,11 +67,11 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DevicePro
     stream_of = _renumber(physical_streams(_apply_labels(tasks, stream_of), tasks, profile.max_tasks_per_stream))
     n = max(stream_of, default=0) + 1
     if n > profile.max_streams:
-        raise GraphExecError(f"the schedule needs {n} streams after splitting long streams; device "
+        raise PassError(f"the schedule needs {n} streams after splitting long streams; device "
                              f"{profile.name} allows {profile.max_streams}")
     schedule = insert_events(tasks, stream_of, policy, _priorities(tasks, stream_of))
     if schedule.num_event_ids > profile.max_events:
-        raise GraphExecError(f"the schedule needs {schedule.num_event_ids} events at once; device "
+        raise PassError(f"the schedule needs {schedule.num_event_ids} events at once; device "
                              f"{profile.name} allows {profile.max_events}")
     return schedule
 

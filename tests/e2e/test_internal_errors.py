@@ -58,3 +58,15 @@ def test_bad_input_inside_a_pass_is_still_exit_2(monkeypatch, capsys):
     monkeypatch.setattr(StreamAssignment, "call", _broken(GraphExecError("node 'x': too many streams")))
     assert cli.main(["run", MODEL]) == 2
     assert capsys.readouterr().err.strip() == "graphexec: error: node 'x': too many streams"
+
+
+def test_a_schedule_past_the_device_limits_is_a_pass_error():
+    import numpy as np
+
+    from dags import random_dag
+    from graphexec.errors import PassError
+    from graphexec.runtime.profiles import load_profile
+
+    tiny = load_profile("ascend910").model_copy(update={"max_events": 1})
+    with pytest.raises(PassError, match="events at once; device ascend910 allows 1"):
+        gx.Session(random_dag(np.random.default_rng(3), 16), streams=4, device=tiny).compile(None)
