@@ -73,7 +73,7 @@ class Compiled:
         self.tasks: TaskGraph = state.need_tasks()
         self.schedule: Schedule = state.need_schedule()
         self.memory_plan: MemoryPlan = state.need_memory_plan()
-        self.bounds: Bounds = _need_bounds(state)
+        self.bounds: Bounds = state.need_bounds()
         self.fused = state.fused
         self.profile = state.profile
         self.compile_s = compile_s
@@ -205,14 +205,3 @@ class Compiled:
         out = np.empty(value.shape, value.dtype)
         self.device.memcpy_sync(value.nbytes, "d2h", lambda: out.__setitem__(..., value))
         return out
-
-
-def _need_bounds(state: CompileState) -> Bounds:
-    if state.bounds is None:
-        raise RuntimeError("the pipeline ran no MakespanBounds pass")
-    return state.bounds
-
-
-def _setter(view: np.ndarray, value: np.ndarray) -> Callable[[], None]:
-    """The copy of ``value`` into ``view`` that a synchronous memcpy runs."""
-    return lambda: view.__setitem__(..., value)

@@ -69,6 +69,9 @@ class CompileState:
     def need_memory_plan(self) -> MemoryPlan:
         return _need(self.memory_plan, "memory_plan")
 
+    def need_bounds(self) -> Bounds:
+        return _need(self.bounds, "bounds")
+
 
 def _need(value: Any, name: str) -> Any:
     if value is None:
