@@ -205,3 +205,8 @@ class Compiled:
         out = np.empty(value.shape, value.dtype)
         self.device.memcpy_sync(value.nbytes, "d2h", lambda: out.__setitem__(..., value))
         return out
+
+
+def _setter(view: np.ndarray, value: np.ndarray) -> Callable[[], None]:
+    """The copy of ``value`` into ``view`` that a synchronous memcpy runs."""
+    return lambda: view.__setitem__(..., value)
