@@ -122,5 +122,6 @@ class MemoryPlanning(Pass):
 
     def ensures(self, state: CompileState) -> None:
         tasks, schedule = state.need_tasks(), state.need_schedule()
-        check_events(tasks, schedule)   # joint planning may have added dependencies and events
+        if state.options.memory == "joint":   # joint planning may have added dependencies and events
+            check_events(tasks, schedule)
         check_memory(state.graph, tasks, schedule, state.need_memory_plan())

@@ -32,7 +32,7 @@ def _apply_labels(tasks: TaskGraph, stream_of: list[int]) -> list[int]:
     return stream_of
 
 
-def manual(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+def manual(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     """The streams of a hand-written schedule (a YAML graph's ``schedule:``), checked at load."""
     stream_of = []
     for t in tasks.tasks:
@@ -68,11 +68,11 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DevicePro
     n = max(stream_of, default=0) + 1
     if n > profile.max_streams:
         raise PassError(f"the schedule needs {n} streams after splitting long streams; device "
-                             f"{profile.name} allows {profile.max_streams}")
+                        f"{profile.name} allows {profile.max_streams}")
     schedule = insert_events(tasks, stream_of, policy, _priorities(tasks, stream_of))
     if schedule.num_event_ids > profile.max_events:
         raise PassError(f"the schedule needs {schedule.num_event_ids} events at once; device "
-                             f"{profile.name} allows {profile.max_events}")
+                        f"{profile.name} allows {profile.max_events}")
     return schedule
 
 

@@ -13,14 +13,15 @@ event insertion (passes/events.py) then turns it into a Schedule. The policies:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import networkx as nx
 
 from graphexec.passes.makespan_bounds import fastest_us
 from graphexec.plan.tasks import TaskGraph
+from graphexec.runtime.profiles import DeviceProfile
 
-Policy = Callable[[TaskGraph, int, Any], list[int]]
+Policy = Callable[[TaskGraph, int, DeviceProfile], list[int]]
 
 
 def task_dag(tasks: TaskGraph) -> nx.DiGraph:
@@ -30,11 +31,11 @@ def task_dag(tasks: TaskGraph) -> nx.DiGraph:
     return g
 
 
-def single(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+def single(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     return [0] * len(tasks.tasks)
 
 
-def ge(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+def ge(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     """Continue a predecessor's stream when it has no other successor, else open one."""
     succs: dict[int, list[int]] = {t.id: [] for t in tasks.tasks}
     for c, ps in tasks.deps.items():
@@ -55,7 +56,7 @@ def ge(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
     return stream_of
 
 
-def _weight(tasks: TaskGraph, tid: int, profile: Any) -> float:
+def _weight(tasks: TaskGraph, tid: int, profile: DeviceProfile) -> float:
     return fastest_us(tasks.tasks[tid], profile)
 
 
@@ -84,7 +85,7 @@ def chain_cover(tasks: TaskGraph) -> list[list[int]]:
     return chains
 
 
-def chains(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+def chains(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     """Chain cover packed onto ``limit`` streams, heaviest chain to the least loaded stream."""
     cover = chain_cover(tasks)
     cost = [sum(_weight(tasks, i, profile) for i in c) for c in cover]
@@ -98,7 +99,7 @@ def chains(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
     return stream_of
 
 
-def list_schedule(tasks: TaskGraph, limit: int, profile: Any) -> list[int]:
+def list_schedule(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     """HEFT-like: by upward rank, each task to the stream where it can start earliest."""
     dur = [_weight(tasks, t.id, profile) for t in tasks.tasks]
     succs: dict[int, list[int]] = {t.id: [] for t in tasks.tasks}
