@@ -149,12 +149,14 @@ def _type_name(t: int) -> str:
 
 
 def check_dims(vi: onnx.ValueInfoProto, what: str, where: str) -> None:
-    """A declared dim must be >= 0 (an unknown dim is left out, not negative)."""
+    """A declared dim must be >= 0, or -1: Paddle2ONNX writes -1 for a dynamic dim, and
+    onnxruntime reads it as a symbolic one (so does ``tensor_type``)."""
     if vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
         return
     for i, d in enumerate(vi.type.tensor_type.shape.dim):
-        if d.HasField("dim_value") and d.dim_value < 0:
-            raise ModelLoadError(f"{where}: {what} {vi.name!r} declares dim {i} as {d.dim_value}; dims must be >= 0")
+        if d.HasField("dim_value") and d.dim_value < -1:
+            raise ModelLoadError(f"{where}: {what} {vi.name!r} declares dim {i} as {d.dim_value}; "
+                                 "dims must be >= 0 (or -1 for a dynamic one)")
 
 
 def parse_failure(where: str, error: Exception) -> ModelLoadError:

@@ -6,11 +6,12 @@ its set-up once per session, not once per run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import RuntimeContextError
 
 from graphexec.errors import UnsupportedOpError
 from graphexec.ir import Graph, Node
@@ -20,19 +21,39 @@ _REFERENCE_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.trai
 
 
 def is_known(node: Node, graph: Graph) -> bool:
-    """True when onnx's reference can run ``node`` (a standard op or a local function)."""
+    """True when onnx's reference can run ``node`` at the model's opset (a standard op or
+    a local function): decided here, at compile time, so a node nothing can run is refused
+    before the first run rather than during it."""
     if any(f.name == node.op and f.domain == node.domain for f in graph.functions):
         return True
     if node.domain not in _REFERENCE_DOMAINS:
         return False
-    version = graph.opsets.get(node.domain, 1)
     try:
-        from onnx.reference.ops import load_op
-
-        load_op(node.domain, node.op, version)
+        version = graph.opsets.get(node.domain, 1)
+        if node.domain:
+            _loader(node.domain)(node.domain, node.op, version)
+        else:  # the evaluator class lets it expand an op that a function body defines
+            _loader("")("", node.op, version, evaluator_cls=ReferenceEvaluator)
+        return True
+    except RuntimeContextError:  # a function whose body depends on the input types: built at run time
         return True
     except Exception:  # noqa: BLE001  (load_op raises several unrelated types)
-        return onnx.defs.has(node.op, node.domain)
+        return False
+
+
+def _loader(domain: str) -> Callable[..., Any]:
+    """The reference's op loader of ``domain`` (each domain has its own table)."""
+    if domain == "ai.onnx.ml":
+        from onnx.reference.ops.aionnxml import load_op
+    elif domain == "ai.onnx.preview":
+        from onnx.reference.ops.aionnx_preview import load_op
+    elif domain == "ai.onnx.preview.training":
+        from onnx.reference.ops.aionnx_preview_training import load_op
+    elif domain == "experimental":
+        from onnx.reference.ops.experimental import load_op
+    else:
+        from onnx.reference.ops import load_op
+    return load_op
 
 
 class Fallback:

@@ -97,7 +97,7 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
     ("opset_too_new", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"])], opset=NEWEST + 1)),
      f"{{d}}/m.onnx: opset {NEWEST + 1} is newer than the installed onnx knows ({NEWEST})"),
     ("negative_dim", _onnx("m.onnx", B.model([mk("Relu", ["x"], ["y"])], shape=[-5, 3])),
-     "{d}/m.onnx: input 'x' declares dim 0 as -5; dims must be >= 0"),
+     "{d}/m.onnx: input 'x' declares dim 0 as -5; dims must be >= 0 (or -1 for a dynamic one)"),
     ("subgraphs_too_deep", _onnx("m.onnx", B.nested_ifs(25)),
      "{d}/m.onnx: node if0 (If) nests subgraphs more than 24 levels deep; graphexec supports at most 24"),
     ("subgraphs_past_protobuf", _onnx("m.onnx", B.nested_ifs(100)),
