@@ -5,6 +5,9 @@ Importing this package registers every own kernel.
 
 # importing the kernel modules registers their kernels
 from graphexec.kernels import (  # noqa: F401
+    contrib_act,
+    contrib_matmul,
+    contrib_norm,
     conv,
     elementwise,
     nn,

@@ -1,0 +1,73 @@
+"""ONNX Runtime's fused activations (com.microsoft): the Gelu family, QuickGelu, BiasAdd.
+
+Exact Gelu is onnx Gelu-20's kernel (``nn.gelu``); FastGelu's tanh formula
+0.5x(1 + tanh(0.797885x + 0.035677x^3)) is the same function as its ``approximate="tanh"``.
+float16 is computed in float32 and rounded once, as onnxruntime does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphexec.kernels.contrib_util import DOMAIN, refuse, work
+from graphexec.kernels.nn import gelu as _onnx_gelu
+from graphexec.kernels.registry import OpContext, register
+
+_ERF = OpContext("Gelu", {"approximate": "none"})
+_TANH = OpContext("Gelu", {"approximate": "tanh"})
+
+
+def _biased(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """x + bias in the compute dtype; the bias is 1-D, one value per last-axis element."""
+    xw, bw = work(ctx, x, bias)
+    if bw is None:
+        return xw
+    if bw.ndim != 1 or x.ndim == 0 or bw.shape[0] != x.shape[-1]:
+        refuse(ctx, f"bias of shape {bw.shape} does not fit input {x.shape} (one value per last-axis element)")
+    return xw + bw
+
+
+@register("Gelu", domain=DOMAIN)
+def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x / sqrt 2)), the erf form (BERT's)."""
+    return _onnx_gelu(_ERF, _biased(ctx, x, None)).astype(x.dtype)
+
+
+@register("BiasGelu", domain=DOMAIN)
+def bias_gelu(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Gelu(A + B): the bias Add that precedes a Gelu, fused."""
+    return _onnx_gelu(_ERF, _biased(ctx, a, b)).astype(a.dtype)
+
+
+@register("FastGelu", domain=DOMAIN)
+def fast_gelu(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """The tanh approximation of Gelu, of x + bias when a bias is given."""
+    return _onnx_gelu(_TANH, _biased(ctx, x, bias)).astype(x.dtype)
+
+
+@register("QuickGelu", domain=DOMAIN)
+def quick_gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(alpha x), the sigmoid approximation CLIP uses (alpha 1.702)."""
+    (xw,) = work(ctx, x)
+    z = xw * xw.dtype.type(ctx.attrs.get("alpha", 1.702))
+    with np.errstate(over="ignore"):
+        return (xw / (1 + np.exp(-z))).astype(x.dtype)
+
+
+@register("BiasSplitGelu", domain=DOMAIN)
+def bias_split_gelu(ctx: OpContext, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Stable Diffusion's GEGLU: (x + bias) split in halves on the last axis, left * Gelu(right)."""
+    h = _biased(ctx, x, bias)
+    if h.shape[-1] % 2:
+        refuse(ctx, f"last dim {h.shape[-1]} of input {x.shape} is odd; it must split in two halves")
+    left, right = np.split(h, 2, axis=-1)
+    return (left * _onnx_gelu(_ERF, right)).astype(x.dtype)
+
+
+@register("BiasAdd", domain=DOMAIN)
+def bias_add(ctx: OpContext, x: np.ndarray, bias: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """x + bias + skip: the bias of a projection and the residual it joins, in one pass."""
+    (sw,) = work(ctx, skip)
+    if skip.shape != x.shape:
+        refuse(ctx, f"skip of shape {skip.shape} differs from input {x.shape}")
+    return (_biased(ctx, x, bias) + sw).astype(x.dtype)

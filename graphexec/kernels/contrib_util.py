@@ -1,0 +1,66 @@
+"""What the com.microsoft kernels share: dtype handling and their one-line refusals.
+
+onnx's reference cannot run com.microsoft ops, so a case these kernels do not handle
+has no fallback: it fails with an error naming the op and the node instead of raising
+``Unsupported``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NoReturn
+
+import numpy as np
+
+from graphexec.errors import UnsupportedOpError
+from graphexec.kernels.registry import OpContext, Unsupported
+
+DOMAIN = "com.microsoft"
+_FLOATS = (np.float16, np.float32, np.float64)
+
+
+def refuse(ctx: OpContext, why: str) -> NoReturn:
+    """Fail the node: ``why`` says which input or attribute case is not supported."""
+    raise UnsupportedOpError(f"node {ctx.name or '<unnamed>'} ({DOMAIN}::{ctx.op}): {why}")
+
+
+def need(ctx: OpContext, key: str) -> Any:
+    """A required attribute, or the node's one-line error."""
+    if key not in ctx.attrs:
+        refuse(ctx, f"needs attribute {key!r}")
+    return ctx.attrs[key]
+
+
+def flag(ctx: OpContext, key: str, default: int = 0) -> bool:
+    """An int attribute used as a switch; only 0 and 1 are meaningful."""
+    v = int(ctx.attrs.get(key, default))
+    if v not in (0, 1):
+        refuse(ctx, f"attribute {key}={v}; expected 0 or 1")
+    return bool(v)
+
+
+def work(ctx: OpContext, *xs: np.ndarray | None) -> list[Any]:
+    """The float inputs in their compute dtype: float16 (and float32) in float32, float64 as is."""
+    out: list[Any] = []
+    for x in xs:
+        if x is None:
+            out.append(None)
+            continue
+        if x.dtype.type not in _FLOATS:
+            refuse(ctx, f"input dtype {x.dtype}; expected float16, float32 or float64")
+        out.append(x.astype(np.float32) if x.dtype == np.float16 else x)
+    return out
+
+
+def ints(ctx: OpContext, x: np.ndarray, what: str) -> np.ndarray:
+    """An index input (ids, positions, lengths) as int64."""
+    if x.dtype.kind not in "iu":
+        refuse(ctx, f"{what} has dtype {x.dtype}; expected an integer type")
+    return x.astype(np.int64)
+
+
+def reuse(ctx: OpContext, fn: Callable[..., Any], inner: OpContext, *args: Any, **kw: Any) -> Any:
+    """Run an onnx kernel (``fn`` under ``inner``) for this node; its ``Unsupported`` becomes the node's error."""
+    try:
+        return fn(inner, *args, **kw)
+    except Unsupported as e:
+        refuse(ctx, str(e))
