@@ -13,6 +13,8 @@ from graphexec.kernels import (  # noqa: F401
     nn,
     norm,
     pool,
+    quant,
+    quant_matmul,
     reduce,
     registry,
     resize,

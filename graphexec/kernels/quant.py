@@ -1,0 +1,167 @@
+"""QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear (ONNX and com.microsoft).
+
+The scale and zero point are per tensor (a scalar or one element), per axis (1-D along
+``axis``) or blocked (the input's shape with ``ceil(D / block_size)`` along ``axis``).
+Quantizing divides in float32 (float16 and bfloat16 inputs too: onnxruntime does, and a
+float16 quotient would round twice before ``rint``), rounds half to even, adds the zero
+point and saturates; NaN becomes the type's lowest value, as onnxruntime's does.
+Float8 targets clip to their largest finite value when ``saturate`` (inf too) and cast
+as IEEE otherwise (NaN, or inf for e5m2); float4e2m1 always saturates.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import wraps
+from typing import Any, Callable
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from graphexec.errors import UnsupportedOpError
+from graphexec.kernels.registry import KernelFn, OpContext, Unsupported, register
+
+MS = "com.microsoft"
+_F32 = np.dtype(np.float32)
+
+
+def ms_register(op: str) -> Callable[[KernelFn], KernelFn]:
+    """Register ``fn`` as com.microsoft's ``op`` too; onnx's reference cannot run that domain,
+    so a case ``fn`` leaves to the fallback (``Unsupported``) fails naming the node instead."""
+
+    def wrap(fn: KernelFn) -> KernelFn:
+        @wraps(fn)
+        def ms(ctx: OpContext, *xs: Any) -> Any:
+            try:
+                return fn(ctx, *xs)
+            except Unsupported as e:
+                raise UnsupportedOpError(f"node {ctx.name or '<unnamed>'} ({MS}::{op}): {e}") from None
+
+        register(op, domain=MS)(ms)
+        return fn
+
+    return wrap
+
+
+def _np(t: int) -> np.dtype:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(t))
+
+
+INT_RANGES: dict[np.dtype, tuple[int, int]] = {
+    _np(TensorProto.UINT8): (0, 255), _np(TensorProto.INT8): (-128, 127),
+    _np(TensorProto.UINT16): (0, 65535), _np(TensorProto.INT16): (-32768, 32767),
+    _np(TensorProto.UINT4): (0, 15), _np(TensorProto.INT4): (-8, 7),
+    _np(TensorProto.UINT2): (0, 3), _np(TensorProto.INT2): (-2, 1),
+}
+# largest finite value of each small float type (the spec's saturation bound)
+FLOAT_MAX: dict[np.dtype, float] = {
+    _np(TensorProto.FLOAT8E4M3FN): 448.0, _np(TensorProto.FLOAT8E4M3FNUZ): 240.0,
+    _np(TensorProto.FLOAT8E5M2): 57344.0, _np(TensorProto.FLOAT8E5M2FNUZ): 57344.0,
+}
+_FLOAT4 = _np(TensorProto.FLOAT4E2M1)
+_DEQUANT_IN = set(INT_RANGES) | set(FLOAT_MAX) | {_FLOAT4, np.dtype(np.int32)}
+_DEQUANT_OUT = {_F32, np.dtype(np.float16), _np(TensorProto.BFLOAT16)}
+
+
+def expand_param(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int = 0) -> np.ndarray:
+    """A scale or zero point broadcastable to ``shape``: per tensor, per axis, or blocked.
+
+    Raises:
+        ValueError: ``p`` fits none of the three layouts.
+    """
+    if p.size == 1:
+        return p.reshape(())
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"axis {axis} out of range for rank {len(shape)}")
+    a = axis % len(shape)
+    if not block:
+        if p.ndim != 1 or p.shape[0] != shape[a]:
+            raise ValueError(f"per-axis parameter of shape {p.shape} does not match axis {a} of {shape}")
+        return p.reshape([-1 if i == a else 1 for i in range(len(shape))])
+    want = shape[:a] + (math.ceil(shape[a] / block),) + shape[a + 1:]
+    if block < 0 or p.shape != want:
+        raise ValueError(f"blocked parameter of shape {p.shape}: {shape} in blocks of {block} "
+                         f"along axis {a} needs {want}")
+    return np.repeat(p, block, axis=a)[(slice(None),) * a + (slice(0, shape[a]),)]
+
+
+def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = True) -> np.ndarray:
+    """``v`` (already divided by the scale) plus ``zp``, rounded and saturated into ``dtype``."""
+    if dtype in INT_RANGES:
+        lo, hi = INT_RANGES[dtype]
+        r = np.rint(v)
+        if zp is not None:
+            r += zp
+        # fmax/fmin drop NaN in favour of the bound: NaN ends at lo, like onnxruntime's
+        return np.fmin(np.fmax(r, lo), hi).astype(dtype)
+    if zp is not None:
+        v = v + np.asarray(zp).astype(v.dtype)
+    if dtype == _FLOAT4 or (saturate and dtype in FLOAT_MAX):
+        bound = FLOAT_MAX.get(dtype, 6.0)
+        v = np.clip(v, -bound, bound)   # NaN stays NaN
+    elif dtype not in FLOAT_MAX:
+        raise Unsupported(f"QuantizeLinear: output type {dtype}")
+    return v.astype(dtype)
+
+
+def _out_dtype(ctx: OpContext, zp: np.ndarray | None) -> np.dtype:
+    attr = int(ctx.attr("output_dtype", 0))
+    if zp is not None:
+        if attr and _np(attr) != zp.dtype:
+            raise ValueError(f"output_dtype {_np(attr)} differs from the zero point's {zp.dtype}")
+        return zp.dtype
+    return _np(attr) if attr else np.dtype(np.uint8)
+
+
+@register("QuantizeLinear", since=10)
+@ms_register("QuantizeLinear")
+def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None) -> np.ndarray:
+    """y = saturate(rint(x / scale) + zp); the division in float32 unless ``precision`` says otherwise."""
+    dtype = _out_dtype(ctx, zp)
+    axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
+    precision = int(ctx.attr("precision", 0))
+    cdt = _np(precision) if precision else _F32
+    s = expand_param(scale, x.shape, axis, block).astype(cdt)
+    with np.errstate(all="ignore"):
+        v = (x.astype(cdt) / s).astype(_F32, copy=False)
+        z = None if zp is None else expand_param(zp, x.shape, axis, block).astype(_F32)
+        return quantize(v, dtype, z, bool(ctx.attr("saturate", 1)))
+
+
+@register("DequantizeLinear", since=10)
+@ms_register("DequantizeLinear")
+def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None) -> np.ndarray:
+    """y = (x - zp) * scale in float32, rounded once to the output type (the scale's or ``output_dtype``)."""
+    attr = int(ctx.attr("output_dtype", 0))
+    dtype = _np(attr) if attr else scale.dtype
+    if x.dtype not in _DEQUANT_IN or dtype not in _DEQUANT_OUT:
+        raise Unsupported(f"DequantizeLinear: {x.dtype} to {dtype}")
+    axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
+    v = x.astype(_F32)
+    if zp is not None:
+        v -= expand_param(zp, x.shape, axis, block).astype(_F32)
+    v *= expand_param(scale, x.shape, axis, block).astype(_F32)
+    return v.astype(dtype, copy=False)
+
+
+def dynamic_uint8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
+    """Quantize float32 ``x`` to uint8 over its range widened to hold 0: (y, scale, zero point).
+
+    An all-zero ``x`` gets scale 1 (as in onnxruntime; the spec's formula divides by zero).
+    """
+    x = x.astype(_F32, copy=False)
+    lo = min(np.float32(0), x.min()) if x.size else np.float32(0)
+    hi = max(np.float32(0), x.max()) if x.size else np.float32(0)
+    scale = np.float32((hi - lo) / np.float32(255)) if hi != lo else np.float32(1)
+    zp = np.uint8(np.clip(np.rint(np.float32(0) - lo / scale), 0, 255))
+    with np.errstate(all="ignore"):
+        y = quantize(x / scale, np.dtype(np.uint8), np.float32(zp))
+    return y, scale, zp
+
+
+@register("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if x.dtype != _F32:
+        raise Unsupported(f"DynamicQuantizeLinear: {x.dtype}")
+    y, scale, zp = dynamic_uint8(x)
+    return y, np.asarray(scale), np.asarray(zp)
