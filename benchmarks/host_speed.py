@@ -1,9 +1,14 @@
 """Host wall time of Session.run against onnxruntime (one intra-op thread), light models.
 
-Usage: python benchmarks/host_speed.py [--repeat N] [--threads N] [--quick]
+Usage: python benchmarks/host_speed.py [--repeat N] [--threads N] [--quick] [--real [FAMILY|all]]
 Both run the same input (the declared shapes' default feeds) in the same process,
 alternating, after a warm-up; the table gives the median of each and their ratio, then
 the geometric mean of ratios and the worst one against the targets.
+
+--real runs the published models of tests/real_models.py instead (fetched into the model
+cache on first use): those of the transformer and quantized families, or of FAMILY
+(``all``: every one), on the feeds the e2e test uses; a model that cannot be fetched or that
+graphexec cannot run gets a line saying why; the geometric mean is given per family.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ def _ort_session(path: str):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3   # errors only: some published models declare output shapes they do not produce
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
@@ -57,7 +63,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="Session(threads=N) (onnxruntime keeps one thread)")
     ap.add_argument("--quick", action="store_true", help="one small model, one repeat (CI smoke test)")
+    ap.add_argument("--real", nargs="?", const=",".join(REAL_DEFAULT), metavar="FAMILY",
+                    help=f"the published models of tests/real_models.py (default families: {', '.join(REAL_DEFAULT)}; "
+                         "'all': every one)")
     args = ap.parse_args()
+    if args.real is not None:
+        real(args)
+        return
     paths = sorted(glob.glob(os.path.join(LIGHT, "*.onnx")))
     if args.quick:
         paths, args.repeat = [p for p in paths if "squeezenet" in p], 1
@@ -70,12 +82,62 @@ def main() -> None:
         ort = _ort_session(path)
         session.run(feeds)
         ort.run(None, feeds)  # warm-up: compile, caches
-        ours, theirs = _alternating_ms([lambda: session.run(feeds), lambda: ort.run(None, feeds)], args.repeat)
+        ours, theirs = _alternating_ms([lambda s=session, f=feeds: s.run(f), lambda o=ort, f=feeds: o.run(None, f)],
+                                       args.repeat)
         ratios.append(ours / theirs)
         print(f"{os.path.basename(path)[6:-5]:<14}{ours:>14.1f}{theirs:>16.1f}{ours / theirs:>8.2f}", flush=True)
     geo = float(np.exp(np.mean(np.log(ratios))))
     print(f"geometric mean ratio: {geo:.2f}x (graphexec / onnxruntime); worst {max(ratios):.2f}x "
           f"(targets: {TARGET_GEO}x, none beyond {TARGET_MAX:.0f}x)")
+    print(_blas_line())
+
+
+REAL_DEFAULT = ("transformer", "quantized")
+
+
+def real(args: argparse.Namespace) -> None:
+    """The table over the published models of ``tests/real_models.py``, geometric mean per family."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import real_models as rm
+
+    families = list(rm.FAMILIES) if args.real == "all" else args.real.split(",")
+    for f in families:
+        if f not in rm.FAMILIES:
+            sys.exit(f"unknown family {f!r}; families are: {', '.join(rm.FAMILIES)} (or all)")
+    chosen = [e for e in rm.MANIFEST if set(e.families) & set(families)]
+    if args.quick:
+        chosen, args.repeat = [e for e in chosen if e.name == "tashkeel_rawi_int8"], 1
+    print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}  families")
+    ratios: dict[str, list[float]] = {f: [] for f in families}
+    for entry in chosen:
+        tags = ",".join(f for f in entry.families if f in families)
+        path = rm.fetch(entry)
+        if path is None:
+            print(f"{entry.name:<28}{'not fetched: ' + rm.fetch_reason(entry)}", flush=True)
+            continue
+        feeds = rm.make_feeds(entry, path)
+        ort = _ort_session(str(path))
+        try:
+            session = gx.Session(gx.load(str(path)), threads=args.threads)
+            session.run(feeds)
+        except Exception as e:  # noqa: BLE001 - the table says which model graphexec cannot run, and why
+            theirs = _alternating_ms([lambda o=ort, f=feeds: o.run(None, f)], max(1, args.repeat))[0]
+            line = (str(e).strip().splitlines() or [""])[0].removeprefix(f"{path}: ")
+            print(f"{entry.name:<28}{'FAIL':>14}{theirs:>16.2f}{'-':>8}  {tags}  {type(e).__name__}: {line[:120]}",
+                  flush=True)
+            continue
+        ort.run(None, feeds)  # warm-up: compile, caches
+        ours, theirs = _alternating_ms([lambda s=session, f=feeds: s.run(f), lambda o=ort, f=feeds: o.run(None, f)],
+                                       args.repeat)
+        for f in entry.families:
+            if f in ratios:
+                ratios[f].append(ours / theirs)
+        print(f"{entry.name:<28}{ours:>14.2f}{theirs:>16.2f}{ours / theirs:>8.2f}  {tags}", flush=True)
+    for f, rs in ratios.items():
+        if rs:
+            geo = float(np.exp(np.mean(np.log(rs))))
+            print(f"{f}: geometric mean ratio {geo:.2f}x over {len(rs)} models (graphexec / onnxruntime); "
+                  f"worst {max(rs):.2f}x")
     print(_blas_line())
 
 
