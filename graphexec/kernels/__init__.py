@@ -6,8 +6,11 @@ Importing this package registers every own kernel.
 # importing the kernel modules registers their kernels
 from graphexec.kernels import (  # noqa: F401
     contrib_act,
+    contrib_attention,
+    contrib_gqa,
     contrib_matmul,
     contrib_norm,
+    contrib_rotary,
     conv,
     elementwise,
     nn,

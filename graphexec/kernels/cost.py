@@ -61,6 +61,12 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
     out = tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else ()
     if on_aicpu:
         return Cost(float(_numel(out)), moved, "aicpu", 1)
+    if domain == "com.microsoft":
+        from graphexec.kernels.contrib_cost import contrib_cost  # contrib_cost imports this module
+
+        fused = contrib_cost(op, in_shapes, moved, attrs)
+        if fused is not None:
+            return fused
     if op in CUBE_OPS and out:
         m, n, k = _matmul_mnk(op, in_shapes, out, attrs)
         tiles = math.ceil(m / FRACTAL) * math.ceil(n / FRACTAL)

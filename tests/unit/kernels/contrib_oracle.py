@@ -18,14 +18,21 @@ def rand(*shape: int, dtype: Any = np.float32, scale: float = 1.0) -> np.ndarray
 
 
 def one_node(op: str, inputs: Sequence[np.ndarray | None], num_outputs: int = 1, domain: str = "com.microsoft",
-             outputs: Sequence[str] | None = None, opset: int = 17, **attrs: Any) -> onnx.ModelProto:
-    """A model of one node; omitted optional inputs are ``None``, omitted outputs ``""`` in ``outputs``."""
+             outputs: Sequence[str] | None = None, opset: int = 17, out_dtype: Any = None,
+             **attrs: Any) -> onnx.ModelProto:
+    """A model of one node; omitted optional inputs are ``None``, omitted outputs ``""`` in ``outputs``.
+
+    Outputs are untyped unless ``out_dtype`` types them all (where ORT cannot infer one).
+    """
     names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
     outs = list(outputs) if outputs is not None else [f"out{i}" for i in range(num_outputs)]
     node = helper.make_node(op, names, outs, domain=domain, name=f"{op.lower()}_node", **attrs)
     ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
            for n, x in zip(names, inputs) if n and x is not None]
-    graph = helper.make_graph([node], "g", ins, [helper.make_value_info(o, onnx.TypeProto()) for o in outs if o])
+    elem = None if out_dtype is None else helper.np_dtype_to_tensor_dtype(np.dtype(out_dtype))
+    vis = [helper.make_value_info(o, onnx.TypeProto()) if elem is None else helper.make_tensor_value_info(o, elem, None)
+           for o in outs if o]
+    graph = helper.make_graph([node], "g", ins, vis)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
                                                    helper.make_opsetid("com.microsoft", 1)])
 
@@ -50,9 +57,9 @@ def run_ort(model: onnx.ModelProto, inputs: Sequence[np.ndarray | None]) -> list
 
 def check(op: str, inputs: Sequence[np.ndarray | None], num_outputs: int = 1, rtol: float = 1e-5,
           atol: float = 1e-5, outputs: Sequence[str] | None = None, domain: str = "com.microsoft",
-          opset: int = 17, **attrs: Any) -> list[np.ndarray]:
+          opset: int = 17, out_dtype: Any = None, **attrs: Any) -> list[np.ndarray]:
     """Assert ours equals onnxruntime's CPU kernel in shape, dtype and values; return ours."""
-    model = one_node(op, inputs, num_outputs, domain, outputs, opset, **attrs)
+    model = one_node(op, inputs, num_outputs, domain, outputs, opset, out_dtype, **attrs)
     ours, ref = run_ours(model, inputs), run_ort(model, inputs)
     assert len(ours) == len(ref)
     for i, (o, r) in enumerate(zip(ours, ref)):
