@@ -21,6 +21,7 @@ from graphexec.kernels import (  # noqa: F401
     reduce,
     registry,
     resize,
+    rnn,
     selection,
     tensor,
 )

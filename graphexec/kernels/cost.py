@@ -67,6 +67,9 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
         fused = contrib_cost(op, in_shapes, moved, attrs)
         if fused is not None:
             return fused
+    recurrent = rnn_cost(op, in_shapes, moved, attrs)
+    if recurrent is not None:
+        return recurrent
     if op in CUBE_OPS and out:
         m, n, k = _matmul_mnk(op, in_shapes, out, attrs)
         tiles = math.ceil(m / FRACTAL) * math.ceil(n / FRACTAL)
@@ -74,3 +77,24 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
     work = max(sum(_numel(s) for s in in_shapes if s is not None), sum(_numel(s) for s in out_shapes if s is not None))
     blocks = math.ceil(max(out_bytes, 1) / VECTOR_TILE_BYTES)
     return Cost(float(work), moved, "vector", max(1, min(blocks, MAX_BLOCK_DIM)))
+
+RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1, "DynamicQuantizeLSTM": 4}
+# elementwise ops per hidden unit and step: gate activations, cell/state updates (and h's quantization)
+_RNN_VECTOR_OPS = {"LSTM": 12, "GRU": 10, "RNN": 3, "DynamicQuantizeLSTM": 16}
+
+
+def rnn_cost(op: str, ins: list, moved: float, attrs: dict) -> Cost | None:
+    """LSTM/GRU/RNN are cube work: X @ W^T and h @ R^T come to 2 * seq * batch * dirs *
+    gates*H * (input + H) flops, plus the gates' vector part; None for other ops or
+    unknown shapes. The cube tiles are those of one step's GEMM (batch*dirs x gates*H):
+    the steps themselves run one after another."""
+    gates = RNN_GATES.get(op)
+    x, r = (ins[0], ins[2]) if len(ins) > 2 else (None, None)
+    if gates is None or not x or not r or len(x) != 3 or len(r) != 3:
+        return None
+    seq, batch, inp = (x[1], x[0], x[2]) if attrs.get("layout", 0) else x
+    dirs, hidden = r[0], (r[1] if op == "DynamicQuantizeLSTM" else r[2])
+    rows = seq * batch * dirs
+    flops = 2.0 * rows * gates * hidden * (inp + hidden) + float(rows * hidden * _RNN_VECTOR_OPS[op])
+    tiles = math.ceil(batch * dirs / FRACTAL) * math.ceil(gates * hidden / FRACTAL)
+    return Cost(flops, moved, "cube", max(1, min(tiles, MAX_BLOCK_DIM)))
