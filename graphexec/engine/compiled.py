@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import time
 from contextlib import contextmanager
@@ -9,6 +10,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from graphexec.engine.control import controllers
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
@@ -26,7 +28,7 @@ from graphexec.passes.shape_inference import ShapeInference
 from graphexec.passes.size_check import SizeCheck
 from graphexec.passes.stream_assignment import StreamAssignment
 from graphexec.passes.thread_plan import ThreadPlan, ThreadPlanning
-from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph
+from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph, TaskKind
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.device import Device
 from graphexec.runtime.launch import launch_all
@@ -43,12 +45,25 @@ def default_passes(options: CompileOptions) -> PassManager:
     return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 
 
-def compile_graph(graph: Graph, options: CompileOptions, profile: DeviceProfile) -> Compiled:
-    """Run the pass pipeline on ``graph`` for ``options.input_types``, then lay out the device."""
+def compile_graph(graph: Graph, options: CompileOptions, profile: DeviceProfile,
+                  device: Device | None = None) -> Compiled:
+    """Run the pass pipeline on ``graph`` for ``options.input_types``, then lay out the
+    device (``device``: a control-flow body shares its enclosing graph's)."""
     t0 = time.perf_counter()
     with gc_paused():   # passes and plan set-up make many small objects; collections would rescan them all
         state = default_passes(options).run(CompileState(graph, options, profile))
-        return Compiled(state, time.perf_counter() - t0)
+        return Compiled(state, time.perf_counter() - t0, device)
+
+
+def clone_graph(graph: Graph) -> Graph:
+    """A copy whose nodes and values passes may change; constants are shared, not copied."""
+    g = copy.copy(graph)
+    g.nodes = [copy.copy(n) for n in graph.nodes]
+    for n in g.nodes:
+        n.meta = dict(n.meta)
+    g.values = {k: copy.copy(v) for k, v in graph.values.items()}
+    g.meta = dict(graph.meta)
+    return g
 
 
 @contextmanager
@@ -67,7 +82,7 @@ class Compiled:
     """The compiled plan (the passes' final state) plus a device holding the weights:
     allocate, upload, run."""
 
-    def __init__(self, state: CompileState, compile_s: float) -> None:
+    def __init__(self, state: CompileState, compile_s: float, device: Device | None = None) -> None:
         self.state = state
         self.graph: Graph = state.graph
         self.tasks: TaskGraph = state.need_tasks()
@@ -78,9 +93,12 @@ class Compiled:
         self.profile = state.profile
         self.compile_s = compile_s
         opts = state.options
-        self.device = Device(self.profile, check_hazards=opts.check_hazards, graph_mode=opts.graph_mode)
+        self.device = device or Device(self.profile, check_hazards=opts.check_hazards, graph_mode=opts.graph_mode)
         self.bases = self._allocate()
         self._upload_weights()
+        compile_body = lambda g, o: compile_graph(clone_graph(g), o, self.profile, self.device)  # noqa: E731
+        self.controls = controllers([t for t in self.tasks.tasks if t.kind is TaskKind.CONTROL], self.graph, opts,
+                                    compile_body)
         self._kernels = self.schedule.kernels()
         self._index = {t.id: i for i, t in enumerate(self._kernels)}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
@@ -91,16 +109,16 @@ class Compiled:
     def _prepare(self) -> None:
         """What every run shares, worked out once: where each value lives and a view of
         each (the pool does not move)."""
-        ctx = self._context()
+        ctx = self.context()
         place(ctx, self.memory_plan, self.bases)
         prime_views(ctx)
 
-    def _context(self) -> ExecContext:
+    def context(self) -> ExecContext:
         """A fresh run context sharing the prepared views and places."""
         st = self.state
         return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
                            tasks=self.tasks, runners=st.runners, where=self._where,
-                           views=self._views, direct=st.direct, index=self._index)
+                           views=self._views, direct=st.direct, index=self._index, controls=self.controls)
 
     @property
     def thread_plan(self) -> ThreadPlan:
@@ -108,6 +126,17 @@ class Compiled:
         if self.state.threads is None:
             raise RuntimeError("this plan was compiled for one host thread (CompileOptions.threads == 1)")
         return self.state.threads
+
+    def region_bytes(self) -> dict[str, int]:
+        """Device bytes per region: this plan's plus those of every control-flow body plan
+        compiled so far (each body keeps its own pool beside the enclosing one)."""
+        total = dict(self.memory_plan.region_bytes)
+        for ctrl in self.controls.values():
+            for body in ctrl.bodies:
+                for plan in body.plans.values():
+                    for region, n in plan.region_bytes().items():
+                        total[region] = total.get(region, 0) + n
+        return total
 
     def _allocate(self) -> dict[str, int]:
         sizes = self.memory_plan.region_bytes
@@ -142,38 +171,46 @@ class Compiled:
     def _run(self, feeds: dict[str, Any], workers: Workers | None) -> Result:
         dev = self.device
         dev.reset_run()
-        ctx = self._context()
+        ctx = self.context()
         ctx.streams = {i: self._stream(dev, i) for i in range(len(self.schedule.streams))}
         ctx.events = {i: dev.create_event() for i in range(self.schedule.num_event_ids)}
-        recorded = None
+        recorded = replayed = None
         try:
             for name, value in feeds.items():
                 self._feed(ctx, name, value)
-            tape = self._tape if self._tape is not None and self._tape.fits(dev) else None
-            if tape is None:
-                tape = recorded = self._simulate(ctx)
-            pool, helpers = None, 0
-            if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
-                ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
-                pool, helpers = workers.pool, workers.n - 1
-            with parallel.lend(pool, helpers):
-                replay(ctx, self._kernels, tape)
-            tape.restore(dev)
+            if self.controls:   # the timeline depends on values (a condition, a trip count): compute as it runs
+                ctx.inline = True
+                self._simulate(ctx)
+            else:
+                replayed = self._tape if self._tape is not None and self._tape.fits(dev) else None
+                tape = replayed or self._simulate(ctx)
+                recorded = None if replayed else tape
+                self._replay(ctx, tape, workers)
             outputs = {name: self._fetch(ctx, name) for name in self.graph.outputs}
         finally:
             if ctx.overlap is not None:
                 ctx.overlap.drain()
             for ptr in ctx.temp_segments:
                 dev.allocator.free(ptr)
-        if recorded is None:
-            stats = tape.stats_for(dev)
+        if replayed is not None:
+            stats = replayed.stats_for(dev)
         else:
             stats = make_stats(self, dev)
             if dev.checker is not None:
                 stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]
-            else:
+            elif recorded is not None:
                 recorded.stats, self._tape = stats, recorded
         return Result(outputs, stats, RunRecord.of(dev, self))
+
+    def _replay(self, ctx: ExecContext, tape: Tape, workers: Workers | None) -> None:
+        """Compute the kernels in the order the tape recorded (see ``engine/replay.py``)."""
+        pool, helpers = None, 0
+        if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
+            ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
+            pool, helpers = workers.pool, workers.n - 1
+        with parallel.lend(pool, helpers):
+            replay(ctx, self._kernels, tape)
+        tape.restore(ctx.device)
 
     def _simulate(self, ctx: ExecContext) -> Tape:
         """Launch every task and let the simulator run them, recording the order of kernel

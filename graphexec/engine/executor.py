@@ -52,15 +52,26 @@ class ExecContext(LaunchContext):
     index: dict[int, int] = field(default_factory=dict)          # kernel task id -> launch index
     calls: dict[int, "KernelCall"] = field(default_factory=dict)
     overlap: Any = None             # threads.Overlap when kernels compute on a thread pool
+    inline: bool = False            # compute during the simulation (no tape: a control task reads values)
+    prefix: str = ""                # a body's trace names: "If_0/then_branch/"
+    outer: dict[str, Any] = field(default_factory=dict)      # a body's outer-scope values, by name
+    controls: Mapping[int, Any] = field(default_factory=dict)   # control task id -> its Controller
 
     def kernel(self, task: Task) -> DeviceTask:
         """The device task of a kernel: its math at its start and end, its byte ranges."""
         call = self.call(task)
         checked = self.device.checker is not None
-        return DeviceTask("kernel", self.streams[self.stream_of[task.id]], task.name, task.unit, task.block_dim,
-                          task.flops, task.bytes, task.dtype, "d2d", None, call.start, call.end,
+        start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
+        return DeviceTask("kernel", self.streams[self.stream_of[task.id]], self.prefix + task.name, task.unit,
+                          task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
                           {"task": task}, _ranges(self, task.reads) if checked else (),
                           _ranges(self, task.writes) if checked else ())
+
+    def control(self, task: Task) -> DeviceTask:
+        """The device task of an If/Loop/Scan: a switch whose controller runs the bodies."""
+        run = self.controls[task.id].start(self, task)
+        return DeviceTask("control", self.streams[self.stream_of[task.id]], self.prefix + task.name, unit="",
+                          meta={"task": task, "control": run})
 
     def call(self, task: Task) -> "KernelCall":
         """The one KernelCall of ``task`` in this run."""
@@ -84,13 +95,16 @@ class ExecContext(LaunchContext):
                 v = self.device.view(loc.ptr + off, *_layout(self.graph.values[name].type))
             self.views[name] = v
             return v
-        name = root
+        alias, name = name, root
         if name in self.host:
             return self.host[name]
         const = self.graph.values[name].const
         if const is not None:
             self.views[name] = const
             return const
+        if name in self.outer:  # a view of an outer value is that value in the view's shape
+            v = self.outer[name]
+            return v if alias == name else v.reshape(_layout(self.graph.values[alias].type)[1])
         raise KernelError(f"value {name!r} was read before any task wrote it")
 
     def write(self, name: str, value: Any, stream: Any = None) -> None:

@@ -108,14 +108,15 @@ class Result:
 def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
     """Stats of the run that just finished on ``dev``."""
     done = [t for t in dev.sim.finished if t.start_t is not None]
-    work = [t for t in done if t.kind in ("kernel", "memcpy")]
+    work = [t for t in done if t.kind in ("kernel", "memcpy", "control")]   # a control task spans its body
     starts = [cast(float, t.start_t) for t in work]  # a finished task that started has both times
     ends = [cast(float, t.end_t) for t in work]
     makespan = (max(ends) - min(starts)) if work else 0.0
     lb, cp = compiled.bounds.lower_bound_us, compiled.bounds.critical_path_us
     plan, sched = compiled.memory_plan, compiled.schedule
-    kernels = compiled.tasks.tasks
+    kernels = [t for t in done if t.kind == "kernel"]   # control-flow bodies' kernels as they ran
     sizes = {e.tensor: e.size for e in plan.buffers if e.region == "activation"}
+    regions = compiled.region_bytes()
     return Stats(
         makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
         num_tasks=len(done), num_kernels=sum(t.unit != "aicpu" for t in kernels),
@@ -123,10 +124,10 @@ def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
         num_streams=len(sched.streams), num_events=sched.num_events,
         waits_before_pruning=sched.stats.get("waits_before_pruning", 0), num_event_ids=sched.num_event_ids,
         **utilization(done, compiled.profile, makespan),
-        peak_bytes=plan.region_bytes["activation"],
+        peak_bytes=regions["activation"],
         lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
         cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes,
-        weight_bytes=plan.region_bytes["weight"], io_bytes=plan.region_bytes["io"],
+        weight_bytes=regions["weight"], io_bytes=regions["io"],
         host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
         **run_metrics(done))
 

@@ -9,14 +9,13 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import weakref
 from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
 
-from graphexec.engine.compiled import Compiled, compile_graph
+from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
 from graphexec.engine.feeds import check_feeds, signature
 from graphexec.engine.result import Result
 from graphexec.engine.threads import Workers
@@ -79,7 +78,7 @@ class Session:
         compiled = self._cache.get(key)
         if compiled is None:
             opts = replace(self.options, input_types=types)
-            compiled = self._cache[key] = compile_graph(_clone(self.graph), opts, self.profile)
+            compiled = self._cache[key] = compile_graph(clone_graph(self.graph), opts, self.profile)
         self._last = compiled
         return compiled
 
@@ -131,14 +130,3 @@ def _check_streams(streams: int | str, profile: DeviceProfile) -> int | str:
         raise GraphExecError(f"streams={streams} exceeds the {profile.max_streams} streams "
                              f"device {profile.name} allows")
     return int(streams)
-
-
-def _clone(graph: Graph) -> Graph:
-    """A copy whose nodes and values passes may change; constants are shared, not copied."""
-    g = copy.copy(graph)
-    g.nodes = [copy.copy(n) for n in graph.nodes]
-    for n in g.nodes:
-        n.meta = dict(n.meta)
-    g.values = {k: copy.copy(v) for k, v in graph.values.items()}
-    g.meta = dict(graph.meta)
-    return g

@@ -63,7 +63,7 @@ def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
     return model
 
 
-def _subgraph_free_names(g: onnx.GraphProto) -> set[str]:
+def free_names(g: onnx.GraphProto) -> set[str]:
     """Names a subgraph (recursively) reads from its enclosing scopes."""
     defined = {i.name for i in g.input} | {i.name for i in g.initializer}
     defined |= {i.values.name for i in g.sparse_initializer}
@@ -74,7 +74,7 @@ def _subgraph_free_names(g: onnx.GraphProto) -> set[str]:
                 free.add(name)
         for a in n.attribute:
             for sub in _graphs_of(a):
-                free |= _subgraph_free_names(sub) - defined
+                free |= free_names(sub) - defined
         defined.update(o for o in n.output if o)
     free |= {o.name for o in g.output if o.name not in defined}
     return free
@@ -111,7 +111,7 @@ def node_from_proto(i: int, n: onnx.NodeProto) -> Node:
     implicit: set[str] = set()
     for a in n.attribute:
         for sub in _graphs_of(a):
-            implicit |= _subgraph_free_names(sub)
+            implicit |= free_names(sub)
     return Node(name, n.op_type, list(n.input), list(n.output), decode_attrs(n),
                 "" if n.domain == "ai.onnx" else n.domain, sorted(implicit - set(n.input)), n)
 

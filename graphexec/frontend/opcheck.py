@@ -86,7 +86,9 @@ def op_problem(node: Node, graph: Graph) -> str | None:
     if registry.lookup(node.op, node.domain):
         return None
     where = f" in domain {node.domain!r}" if node.domain else ""
-    known = sorted({op for _, op in _first_versions()} | {op for _, op in registry.registered_ops()})
+    # the ops of the node's own domain: a contrib op is no hint for a standard one
+    ops = [*_first_versions(), *registry.registered_ops()]
+    known = sorted({op for domain, op in ops if domain == node.domain})
     close = difflib.get_close_matches(node.op, known, n=3)
     hint = f"closest known: {', '.join(close)}" if close else "no ONNX op or registered kernel has a similar name"
     return f"node {node.name!r}: unknown op {node.op!r}{where}; {hint}"

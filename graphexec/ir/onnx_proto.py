@@ -63,9 +63,10 @@ def tensor_type(tp: onnx.TypeProto) -> TensorType:
             raise ModelLoadError(f"element type {tt.elem_type} is not one onnx knows") from None
         shape = None
         if tt.HasField("shape"):
-            # a dim_value of -1 (Paddle2ONNX's dynamic dim) is unknown, as onnxruntime reads it
-            shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
-                          for d in tt.shape.dim)
+            # a dim_value of -1 and a dim_param "?" (Paddle2ONNX's dynamic dims) are unknown,
+            # not one shared symbol, as onnxruntime reads them
+            shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                          else None if d.dim_param in ("", "?") else d.dim_param for d in tt.shape.dim)
         return TensorType(dtype, shape)
     if which in ("sequence_type", "optional_type", "map_type"):
         return TensorType(kind=which.removesuffix("_type"))

@@ -16,11 +16,12 @@ from types import MappingProxyType
 
 from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
-from graphexec.kernels.cost import node_cost
+from graphexec.kernels.cost import cube_dtype, node_cost
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.concat_slices import no_task_concats
 from graphexec.passes.contracts import check_tasks
+from graphexec.passes.control_flow import runs_on_device
 from graphexec.passes.inplace_outputs import inplace_outputs
 from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind, flatten_aliases
 
@@ -83,11 +84,20 @@ def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner) -> Task
     cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback,
                      node.domain)
     kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
+    if runs_on_device(node, graph):   # its cost is the opaque estimate timing-only runs use
+        kind = TaskKind.CONTROL
     return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(node.all_inputs)), tuple(outs), cost.unit,
-                cost.flops, cost.bytes, cost.block_dim, _compute_dtype(graph, outs), node)
+                cost.flops, cost.bytes, cost.block_dim, _compute_dtype(graph, node, outs, cost.unit), node)
 
 
-def _compute_dtype(graph: Graph, outputs: list[str]) -> str:
+def _compute_dtype(graph: Graph, node: Node, outputs: list[str], unit: str) -> str:
+    """The dtype that picks the task's peak rate: a cube op's operands' (``cube_dtype``: an
+    int8 GEMM is int8 whatever its output), any other task's first output's."""
+    if unit == "cube":
+        ins = [graph.values[n].type.dtype if n else None for n in node.inputs]
+        dtype = cube_dtype(node.op, [d.name if d is not None else None for d in ins], node.attrs)
+        if dtype is not None:
+            return dtype
     for n in outputs:
         t = graph.values[n].type
         if t.dtype is not None and t.dtype.kind in "fiub":

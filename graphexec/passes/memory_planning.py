@@ -39,8 +39,10 @@ def _live_peak(items: list[Lifetime]) -> int:
     return peak
 
 
-def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool = True) -> MemoryPlan:
-    """Place every static tensor; dynamic ones are left to the runtime allocator."""
+def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool = True,
+                external: frozenset[str] = frozenset()) -> MemoryPlan:
+    """Place every static tensor but the ``external`` ones (an enclosing plan's); dynamic
+    ones are left to the runtime allocator."""
     io_roots = set(graph.inputs) | {tasks.root(o) for o in graph.outputs}
     entries: list[PlanEntry] = []
     cursor = {"io": 0, "weight": 0}
@@ -58,7 +60,7 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
     sizes: dict[str, int] = {}
     for name in dict.fromkeys(list(graph.inputs) + [tasks.root(w) for tk in tasks.tasks for w in tk.writes]):
         t = graph.values[name].type
-        if not t.is_static or name in consts:
+        if not t.is_static or name in consts or name in external:
             continue
         if name in io_roots:
             fixed(name, "io", t.nbytes)
@@ -107,7 +109,7 @@ class MemoryPlanning(Pass):
 
     def call(self, state: CompileState) -> PassResult:
         mode, tasks, schedule = state.options.memory, state.need_tasks(), state.need_schedule()
-        plan = lambda sched: plan_memory(state.graph, tasks, sched, mode != "none")  # noqa: E731
+        plan = lambda sched: plan_memory(state.graph, tasks, sched, mode != "none", state.options.external)  # noqa: E731
         if mode == "joint" and len(schedule.streams) > 1:
             graph_mode = state.options.graph_mode
             schedule, memory_plan, report = joint_plan(

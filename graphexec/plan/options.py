@@ -25,6 +25,8 @@ class CompileOptions:
             is launched from the host at the profile's launch cost).
         threads: host threads for the kernels' math (more than one adds a thread plan).
         input_types: the feeds' types this compile is for (name -> TensorType).
+        external: inputs that live in an enclosing plan's memory (the outer-scope names
+            a control-flow body reads): the memory plan leaves them out.
     """
 
     streams: int | str = 1
@@ -35,6 +37,7 @@ class CompileOptions:
     launch: str = "graph"
     threads: int = 1
     input_types: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    external: frozenset[str] = frozenset()
 
     @property
     def graph_mode(self) -> bool:

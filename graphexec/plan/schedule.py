@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from graphexec.plan.clocks import Clocks
 from graphexec.plan.tasks import AnyTask, Task, TaskKind
 
+_KERNELS = (TaskKind.KERNEL, TaskKind.AICPU, TaskKind.CONTROL)
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -35,5 +37,6 @@ class Schedule:
         return self.clock.get(b.id, self.stream_of[a.id]) > self.pos[a.id]
 
     def kernels(self) -> list[Task]:
-        """The kernel tasks in launch order (the indices a run's tape uses)."""
-        return [t for t in self.order if isinstance(t, Task) and t.kind in (TaskKind.KERNEL, TaskKind.AICPU)]
+        """The kernel tasks in launch order (the indices a run's tape uses); control tasks
+        count, as the kernel they are in a timing-only run."""
+        return [t for t in self.order if isinstance(t, Task) and t.kind in _KERNELS]

@@ -20,6 +20,7 @@ class TaskKind(enum.Enum):
 
     KERNEL = "kernel"          # an AI-core kernel (cube or vector unit)
     AICPU = "aicpu"            # a kernel on the AI CPU (ops run by the reference fallback)
+    CONTROL = "control"        # If/Loop/Scan: a stream switch that runs its body's tasks on the device
     MEMCPY = "memcpy"
     EVENT_RECORD = "event_record"
     EVENT_WAIT = "event_wait"

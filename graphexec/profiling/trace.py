@@ -11,7 +11,8 @@ from types import SimpleNamespace
 from typing import Any
 
 HOST_PID, DEVICE_PID = 0, 1
-_CAT = {"kernel": "kernel", "memcpy": "memcpy", "record": "event", "wait": "event", "callback": "callback"}
+_CAT = {"kernel": "kernel", "memcpy": "memcpy", "record": "event", "wait": "event", "callback": "callback",
+        "control": "control"}
 
 
 def _task_event(t: Any) -> dict[str, Any]:

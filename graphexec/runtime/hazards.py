@@ -115,9 +115,14 @@ class HazardChecker:
             _merge(vc, self._record_vc.get(id(task.event.record_task), {}))
             return
         clock = vc[s] = vc.get(s, 0) + 1
-        if task.kind == "record":
+        if task.kind in ("record", "control"):
             self._record_vc[id(task)] = dict(vc)
         self._check(task, s, clock, vc)
+
+    def activate(self, control: Any, stream: Any) -> None:
+        """A control task's switch starts ``stream``: what it launches there comes after
+        everything its own stream had launched before it (like a wait on a record)."""
+        _merge(self._clock_of(stream), self._record_vc.get(id(control), {}))
 
     def on_host_access(self, op: HostOp, reads: list, writes: list) -> None:
         """A blocking host copy: ordered after every host synchronize before it."""

@@ -35,8 +35,18 @@ class LaunchContext:
                           meta={"task": task})
 
 
+    def control(self, task: Task) -> DeviceTask:
+        """The device task for a control-flow task: timing only, it runs as one opaque
+        kernel of the cost lowering gave it (no values, so no branch or trip count)."""
+        return self.kernel(task)
+
+
 def _kernel(ctx: LaunchContext, task: Any) -> None:
     ctx.device.launch(ctx.kernel(task))
+
+
+def _control(ctx: LaunchContext, task: Task) -> None:
+    ctx.device.launch(ctx.control(task))
 
 
 def _record(ctx: LaunchContext, task: EventTask) -> None:
@@ -50,6 +60,7 @@ def _wait(ctx: LaunchContext, task: EventTask) -> None:
 HANDLERS: dict[TaskKind, Callable[[LaunchContext, Any], None]] = {
     TaskKind.KERNEL: _kernel,
     TaskKind.AICPU: _kernel,
+    TaskKind.CONTROL: _control,
     TaskKind.EVENT_RECORD: _record,
     TaskKind.EVENT_WAIT: _wait,
 }

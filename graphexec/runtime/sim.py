@@ -36,7 +36,7 @@ class DeviceTask:
     ``reads``/``writes`` are ``(ptr, nbytes, name)`` ranges for the hazard checker.
     """
 
-    kind: str                       # "kernel", "memcpy", "record", "wait", "reset", "callback"
+    kind: str                       # "kernel", "memcpy", "record", "wait", "reset", "callback", "control"
     stream: Any
     name: str = ""
     unit: str = "vector"            # "cube", "vector", "aicpu", "copy" or "" for control tasks
@@ -194,6 +194,9 @@ class Simulator:
         elif kind == "memcpy":
             task.stream.active = task
             self._at(self._copy_end(task), self._finish, task)
+        elif kind == "control":    # a stream switch: its body runs on other streams meanwhile
+            task.stream.active = task
+            self._at(self.now + self._overhead, self._switch, task)
         elif kind == "callback" and task.meta.get("block", True):
             task.stream.active = task
             self._at(self.now + self.profile.launch_cost_us, self._finish, task)
@@ -256,6 +259,17 @@ class Simulator:
         task.blocks_running -= cohort.n
         if task.blocks_left == 0 and task.blocks_running == 0:
             self._finish(task)
+
+    def _switch(self, task: DeviceTask) -> None:
+        """A control task's switch: its controller reads what it needs from device memory
+        and launches its next body run, or ends the task."""
+        if not task.meta["control"].step(task):
+            self._finish(task)
+
+    def resume(self, task: DeviceTask, delay_us: float = 0.0) -> None:
+        """The body run a control task launched has finished: its next switch (a label
+        goto back to it) comes after the task overhead plus ``delay_us`` (its copies)."""
+        self._at(self.now + self._overhead + delay_us, self._switch, task)
 
     def _finish(self, task: DeviceTask) -> None:
         task.end_t = self.now

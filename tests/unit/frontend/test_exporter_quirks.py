@@ -47,6 +47,17 @@ def test_minus_one_dim_reads_as_unknown():
     assert graph.values["x"].type.shape == (None, 3, None)
 
 
+def test_question_mark_dims_are_each_their_own_unknown():
+    """Paddle2ONNX also writes dim_param "?" for every unknown dim: two of them are not the
+    same size (onnxruntime does not bind them together either)."""
+    x = helper.make_tensor_value_info("x", T.FLOAT, ["?", 3, "?"])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["?", 3, "?"])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5) - 10
+    np.testing.assert_array_equal(gx.Session(gx.load(model)).run({"x": x}).outputs["y"], np.maximum(x, 0))
+
+
 def test_other_negative_dims_are_still_refused():
     model = _paddle_style()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -2
