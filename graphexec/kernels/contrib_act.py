@@ -1,4 +1,5 @@
-"""ONNX Runtime's fused activations (com.microsoft): the Gelu family, QuickGelu, BiasAdd.
+"""ONNX Runtime's fused activations (com.microsoft): the Gelu family, QuickGelu, BiasAdd,
+BiasSoftmax.
 
 Exact Gelu is onnx Gelu-20's kernel (``nn.gelu``); FastGelu's tanh formula
 0.5x(1 + tanh(0.797885x + 0.035677x^3)) is the same function as its ``approximate="tanh"``.
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.kernels.contrib_util import DOMAIN, refuse, work
+from graphexec.kernels.contrib_util import DOMAIN, need, refuse, reuse, work
 from graphexec.kernels.nn import gelu as _onnx_gelu
+from graphexec.kernels.nn import softmax as _onnx_softmax
 from graphexec.kernels.registry import OpContext, register
 
 _ERF = OpContext("Gelu", {"approximate": "none"})
@@ -71,3 +73,20 @@ def bias_add(ctx: OpContext, x: np.ndarray, bias: np.ndarray, skip: np.ndarray) 
     if skip.shape != x.shape:
         refuse(ctx, f"skip of shape {skip.shape} differs from input {x.shape}")
     return (_biased(ctx, x, bias) + sw).astype(x.dtype)
+
+
+@register("BiasSoftmax", domain=DOMAIN)
+def bias_softmax(ctx: OpContext, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """softmax(x + bias) over the dims from ``axis`` on, flattened as Softmax-11 does (a fused
+    attention mask add); the bias broadcasts numpy-style, is_inner_broadcast only tells ORT's
+    CUDA kernel which dims it repeats over."""
+    need(ctx, "is_inner_broadcast")
+    xw, bw = work(ctx, x, bias)
+    try:
+        z = xw + bw
+    except ValueError:
+        refuse(ctx, f"bias of shape {bias.shape} does not broadcast to input {x.shape}")
+    if z.shape != x.shape:
+        refuse(ctx, f"bias of shape {bias.shape} would broadcast input {x.shape} to {z.shape}")
+    inner = OpContext("Softmax", {"axis": int(ctx.attrs.get("axis", 1))}, 11, 1, ctx.name)
+    return reuse(ctx, _onnx_softmax, inner, z).astype(x.dtype)

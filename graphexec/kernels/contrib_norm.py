@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.kernels.contrib_util import DOMAIN, ints, refuse, work
+from graphexec.kernels.contrib_util import DOMAIN, ints, refuse, reuse, work
 from graphexec.kernels.nn import layer_norm as _onnx_layer_norm
 from graphexec.kernels.registry import OpContext, register
 
@@ -29,14 +29,15 @@ def _rms(x: np.ndarray, axis: int, eps: float) -> np.ndarray:
     return 1 / np.sqrt(np.mean(x * x, axis=red, keepdims=True) + x.dtype.type(eps))
 
 
-def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, axis: int,
+def _layer_norm(ctx: OpContext, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, axis: int,
                 eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(y, mean, inv_std) by onnx LayerNormalization-17's kernel, on float32 or float64 data."""
     if x.dtype == np.float64:  # nn.layer_norm keeps float32 statistics only
         x, gamma = x.astype(np.float32), gamma.astype(np.float32)
         beta = None if beta is None else beta.astype(np.float32)
-    ctx = OpContext("LayerNormalization", {"axis": axis, "epsilon": eps}, 17, 3)
-    y, mean, inv = _onnx_layer_norm(ctx, x, gamma, beta)
+    attrs = {"axis": axis, "epsilon": eps, "stash_type": int(ctx.attrs.get("stash_type", 1))}
+    y, mean, inv = reuse(ctx, _onnx_layer_norm, OpContext("LayerNormalization", attrs, 17, 3, ctx.name),
+                         x, gamma, beta)
     return y, mean, inv
 
 
@@ -58,7 +59,7 @@ def simplified_layer_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray):
 def layer_norm_v1(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray | None = None):
     """ORT's LayerNormalization for opsets before onnx defined it: the same as version 17."""
     xw, sw, bw = work(ctx, x, scale, b)
-    y, mean, inv = _layer_norm(xw, sw, bw, _axis(ctx, x), float(ctx.attrs.get("epsilon", 1e-5)))
+    y, mean, inv = _layer_norm(ctx, xw, sw, bw, _axis(ctx, x), float(ctx.attrs.get("epsilon", 1e-5)))
     return (y.astype(x.dtype), *_stats(ctx, mean, inv)) if ctx.num_outputs > 1 else y.astype(x.dtype)
 
 
@@ -87,7 +88,7 @@ def skip_layer_norm(ctx: OpContext, x: np.ndarray, skip: np.ndarray, gamma: np.n
     """LayerNorm(input + skip + bias) * gamma + beta over the hidden axis: a residual joint of a transformer."""
     s = _skip_sum(ctx, x, skip, bias)
     gw, bw = work(ctx, gamma, beta)
-    y, mean, inv = _layer_norm(s, gw, bw, -1, float(ctx.attrs.get("epsilon", 1e-12)))
+    y, mean, inv = _layer_norm(ctx, s, gw, bw, -1, float(ctx.attrs.get("epsilon", 1e-12)))
     return _skip_outputs(ctx, y, s, mean, inv, x.dtype)
 
 
@@ -121,7 +122,7 @@ def embed_layer_norm(ctx: OpContext, input_ids: np.ndarray, segment_ids: np.ndar
     if segment is not None and segment_ids is not None:
         e = e + _lookup(ctx, segment, ints(ctx, segment_ids, "segment_ids"), "segment_ids")
     ew, gw, bw = work(ctx, e, gamma, beta)
-    y, _, _ = _layer_norm(ew, gw, bw, -1, float(ctx.attrs.get("epsilon", 1e-12)))
+    y, _, _ = _layer_norm(ctx, ew, gw, bw, -1, float(ctx.attrs.get("epsilon", 1e-12)))
     if mask is None:
         index = np.zeros(ids.shape[0], dtype=np.int32)
     else:

@@ -18,9 +18,14 @@ DOMAIN = "com.microsoft"
 _FLOATS = (np.float16, np.float32, np.float64)
 
 
+# ORT's ops that it registers in the ONNX domain (version 1), which onnx leaves free
+ONNX_DOMAIN_OPS = ("LayerNormalization", "SimplifiedLayerNormalization")
+
+
 def refuse(ctx: OpContext, why: str) -> NoReturn:
     """Fail the node: ``why`` says which input or attribute case is not supported."""
-    raise UnsupportedOpError(f"node {ctx.name or '<unnamed>'} ({DOMAIN}::{ctx.op}): {why}")
+    domain = "ai.onnx" if ctx.op in ONNX_DOMAIN_OPS else DOMAIN
+    raise UnsupportedOpError(f"node {ctx.name or '<unnamed>'} ({domain}::{ctx.op}): {why}")
 
 
 def need(ctx: OpContext, key: str) -> Any:

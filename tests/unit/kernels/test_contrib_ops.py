@@ -55,6 +55,21 @@ def test_bias_split_gelu_and_bias_add_formulas(dt, tol):
     check_formula("BiasAdd", [x, bias, skip], [(h + skip).astype(dt)], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("shape,bias,axis,inner", [
+    ((8, 4, 4, 2, 2, 8), (8, 4, 1, 1, 2, 8), 4, 1), ((8, 4, 4, 2, 2, 8), (8, 1, 1, 2, 2, 8), -3, 1),
+    ((8, 4, 4, 2, 2, 8), (1, 2, 8), 4, 1), ((8, 4, 4, 2, 2, 8), (1, 4, 2, 2, 8), 4, 0),
+    ((8, 4, 4, 2, 2, 8), (4, 4, 2, 2, 8), -3, 0), ((4, 2, 64), (2, 64), 2, 0), ((4, 2, 64), (4, 1, 64), 2, 1)])
+@pytest.mark.parametrize("dt,tol", DTYPES)
+def test_bias_softmax_formula(shape, bias, axis, inner, dt, tol):
+    """CUDA/ROCm only in ORT: the shapes of ORT's own tests, against softmax(x + bias) over the
+    flattened dims from axis on (their reference)."""
+    x, b = rand(*shape, dtype=dt, scale=3.0), rand(*bias, dtype=dt)
+    z = (x.astype(np.float64) + b).reshape(math.prod(shape[:axis % len(shape)]), -1)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    want = (e / e.sum(axis=1, keepdims=True)).reshape(shape).astype(dt)
+    check_formula("BiasSoftmax", [x, b], [want], rtol=tol, atol=tol, axis=axis, is_inner_broadcast=inner)
+
+
 def test_gemm_fast_gelu_formula():
     x, w, b = rand(2, 3, 8), rand(8, 5), rand(5)
     check_formula("GemmFastGelu", [x, w, b], [_fast_gelu(x @ w + b).astype(np.float32)])
@@ -100,6 +115,13 @@ def test_layer_norm_before_opset_17(opset, dt, tol):
     x, g, b = rand(2, 3, 8, dtype=dt), rand(8, dtype=dt), rand(8, dtype=dt)
     check("LayerNormalization", [x, g, b], 3, domain="", opset=opset, rtol=tol, atol=tol)
     check("LayerNormalization", [x, rand(3, 8, dtype=dt)], domain="", opset=opset, rtol=tol, atol=tol, axis=1)
+
+
+def test_layer_norm_before_opset_17_other_stash_type_is_a_clear_error():
+    ins = [rand(2, 8), rand(8)]
+    with pytest.raises(UnsupportedOpError, match=r"layernormalization_node \(ai.onnx::LayerNormalization\): "
+                                                 r"LayerNormalization: stash_type != 1"):
+        run_ours(one_node("LayerNormalization", ins, domain="", opset=16, stash_type=0), ins)
 
 
 def _embed_inputs(segments: bool, mask: bool, position_ids: str | None):
