@@ -10,7 +10,13 @@ import math
 from dataclasses import dataclass
 
 CUBE_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul",
-            "QLinearConv", "ConvInteger", "Einsum"}
+            "QLinearConv", "ConvInteger", "Einsum",
+            # com.microsoft's quantized GEMMs
+            "QGemm", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits"}
+# the inputs a cube op multiplies, where they are not inputs 0 and 1
+_OPERANDS = {"QLinearMatMul": (0, 3), "QLinearConv": (0, 3), "QGemm": (0, 3), "MatMulNBits": (0,),
+             "DynamicQuantizeMatMul": (1,), "DynamicQuantizeLSTM": (1, 2)}
+_INT8 = ("int8", "uint8")
 FRACTAL = 16           # the cube works on 16x16x16 fractals
 VECTOR_TILE_BYTES = 32 * 1024   # assumption: a vector core processes its UB in ~32 KiB tiles
 MAX_BLOCK_DIM = 65535
@@ -31,18 +37,32 @@ def _numel(shape: tuple[int, ...] | None) -> int:
 def _matmul_mnk(op: str, ins: list, out: tuple[int, ...], attrs: dict) -> tuple[int, int, int]:
     """(M, N, K) of a cube op; M folds batch and spatial dims of the output."""
     if op in ("Conv", "QLinearConv", "ConvInteger"):
-        w = ins[1] or (1, 1, 1)
+        w = (ins[3] if op == "QLinearConv" and len(ins) > 3 else ins[1]) or (1, 1, 1)
         k = _numel(w[1:])
-        return _numel(out) // max(out[1] if len(out) > 1 else 1, 1), out[1] if len(out) > 1 else 1, k
+        c = (out[-1] if attrs.get("channels_last", 0) else out[1]) if len(out) > 1 else 1
+        return _numel(out) // max(c, 1), c, k
     if op == "ConvTranspose":
         w = ins[1] or (1, 1, 1)
         return _numel(ins[0]) // max(w[0], 1), _numel(w[1:]) * attrs.get("group", 1), w[0]
     a = ins[0] or (1,)
     k = a[-1] if a else 1
-    if op == "Gemm" and attrs.get("transA", 0) and len(a) == 2:
+    if op in ("Gemm", "QGemm") and attrs.get("transA", 0) and len(a) == 2:
         k = a[0]
     n = out[-1] if out else 1
     return max(_numel(out) // max(n, 1), 1), n, k
+
+
+def cube_dtype(op: str, in_dtypes: list[str | None], attrs: dict) -> str | None:
+    """The dtype a cube op multiplies in, which sets its peak rate: that of its operands, not
+    of its output (an int8 GEMM with int32 or float output runs at the int8 rate; a dynamically
+    quantized one too). MatMulNBits multiplies in A's float type, or int8 at accuracy_level 4.
+    None when the operands' types are unknown."""
+    if op == "MatMulNBits" and attrs.get("accuracy_level", 0) == 4:
+        return "int8"
+    known = [in_dtypes[i] for i in _OPERANDS.get(op, (0, 1)) if i < len(in_dtypes) and in_dtypes[i]]
+    if not known:
+        return None
+    return "int8" if all(d in _INT8 for d in known) else known[0]
 
 
 def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_bytes: int,
@@ -77,6 +97,7 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
     work = max(sum(_numel(s) for s in in_shapes if s is not None), sum(_numel(s) for s in out_shapes if s is not None))
     blocks = math.ceil(max(out_bytes, 1) / VECTOR_TILE_BYTES)
     return Cost(float(work), moved, "vector", max(1, min(blocks, MAX_BLOCK_DIM)))
+
 
 RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1, "DynamicQuantizeLSTM": 4}
 # elementwise ops per hidden unit and step: gate activations, cell/state updates (and h's quantization)

@@ -19,15 +19,18 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from graphexec.errors import UnsupportedOpError
+from graphexec.kernels import quant_shapes as shapes
+from graphexec.kernels.custom import CustomKernel
 from graphexec.kernels.registry import KernelFn, OpContext, Unsupported, register
 
 MS = "com.microsoft"
 _F32 = np.dtype(np.float32)
 
 
-def ms_register(op: str) -> Callable[[KernelFn], KernelFn]:
-    """Register ``fn`` as com.microsoft's ``op`` too; onnx's reference cannot run that domain,
-    so a case ``fn`` leaves to the fallback (``Unsupported``) fails naming the node instead."""
+def ms_register(op: str, shape: Callable[..., Any] | None = None) -> Callable[[KernelFn], KernelFn]:
+    """Register ``fn`` as com.microsoft's ``op`` too, with ``shape`` (``quant_shapes``) as its
+    output types, which onnx's inference cannot give. onnx's reference cannot run that domain
+    either, so a case ``fn`` leaves to the fallback (``Unsupported``) fails naming the node."""
 
     def wrap(fn: KernelFn) -> KernelFn:
         @wraps(fn)
@@ -37,7 +40,7 @@ def ms_register(op: str) -> Callable[[KernelFn], KernelFn]:
             except Unsupported as e:
                 raise UnsupportedOpError(f"node {ctx.name or '<unnamed>'} ({MS}::{op}): {e}") from None
 
-        register(op, domain=MS)(ms)
+        register(op, domain=MS, rules=None if shape is None else CustomKernel(op, MS, fn, shape, None))(ms)
         return fn
 
     return wrap
@@ -114,7 +117,7 @@ def _out_dtype(ctx: OpContext, zp: np.ndarray | None) -> np.dtype:
 
 
 @register("QuantizeLinear", since=10)
-@ms_register("QuantizeLinear")
+@ms_register("QuantizeLinear", shapes.quantize)
 def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None) -> np.ndarray:
     """y = saturate(rint(x / scale) + zp); the division in float32 unless ``precision`` says otherwise."""
     dtype = _out_dtype(ctx, zp)
@@ -129,7 +132,7 @@ def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.nda
 
 
 @register("DequantizeLinear", since=10)
-@ms_register("DequantizeLinear")
+@ms_register("DequantizeLinear", shapes.dequantize)
 def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None) -> np.ndarray:
     """y = (x - zp) * scale in float32, rounded once to the output type (the scale's or ``output_dtype``)."""
     attr = int(ctx.attr("output_dtype", 0))

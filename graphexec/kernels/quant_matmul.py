@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from graphexec.kernels import quant_shapes as shapes
 from graphexec.kernels.conv import _im2col, pad_for_windows, spatial_ints, window_geometry
 from graphexec.kernels.quant import INT_RANGES, ms_register, quantize
 from graphexec.kernels.registry import OpContext, Unsupported, register
@@ -108,7 +109,7 @@ def conv_integer(ctx: OpContext, x: np.ndarray, w: np.ndarray, x_zp: np.ndarray 
 
 
 @register("QLinearConv", since=10)
-@ms_register("QLinearConv")
+@ms_register("QLinearConv", shapes.qlinear_conv)
 def qlinear_conv(ctx: OpContext, x: np.ndarray, x_scale: np.ndarray, x_zp: np.ndarray, w: np.ndarray,
                  w_scale: np.ndarray, w_zp: np.ndarray, y_scale: np.ndarray, y_zp: np.ndarray,
                  bias: np.ndarray | None = None) -> np.ndarray:

@@ -57,12 +57,18 @@ def run_ref(model: onnx.ModelProto, inputs: Sequence[np.ndarray | None]) -> list
 
 
 def run_ours(model: onnx.ModelProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-    """Outputs by graphexec; asserts that every node ran its own kernel, not the fallback."""
+    """Outputs by graphexec; asserts that every node ran its own kernel, not the fallback,
+    and that each output came out as its inferred type said (com.microsoft's shape rules)."""
     session = gx.Session(gx.load(model))
     res = session.run(_feeds(model, inputs)).outputs
     fell = [r.node.op for r in session.compiled.state.runners.values() if getattr(r, "uses_fallback", False)]
     assert not fell, f"ran through the reference fallback: {fell}"
-    return [np.asarray(res[o.name]) for o in model.graph.output]
+    outs = [np.asarray(res[o.name]) for o in model.graph.output]
+    for o, y in zip(model.graph.output, outs):
+        t = session.compiled.graph.values[o.name].type
+        assert t.is_static, f"{o.name}: no static type was inferred ({t})"
+        assert (t.dtype, tuple(t.shape or ())) == (y.dtype, y.shape), f"{o.name}: inferred {t}, got {y.dtype}{y.shape}"
+    return outs
 
 
 def check(op: str, inputs: Sequence[np.ndarray | None], attrs: dict[str, Any] | None = None, opset: int = 21,

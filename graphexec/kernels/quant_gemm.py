@@ -1,0 +1,125 @@
+"""onnxruntime's quantized GEMMs (com.microsoft): QGemm, DynamicQuantizeMatMul,
+MatMulIntegerToFloat and the weight-only MatMulNBits.
+
+The integer products are the exact float64 GEMMs of ``quant_matmul``; scaling to float
+follows onnxruntime: ``float32(acc) * (a_scale * b_scale)`` (per column of B), then the bias.
+MatMulNBits dequantizes its packed weights to float32 once (cached when they are graph
+constants) and runs one float GEMM; ``accuracy_level`` only tunes onnxruntime's kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.kernels import quant_shapes as shapes
+from graphexec.kernels.quant import dynamic_uint8, ms_register
+from graphexec.kernels.quant_matmul import multiplier, requantize, shifted
+from graphexec.kernels.registry import OpContext, Unsupported
+
+_F32 = np.dtype(np.float32)
+
+
+def _to_float(acc: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
+    y = acc.astype(_F32) * scale
+    if bias is not None:
+        y += bias.astype(_F32)
+    return y.astype(dtype, copy=False)
+
+
+@ms_register("QGemm", shapes.qgemm)
+def qgemm(ctx: OpContext, a: np.ndarray, a_s: np.ndarray, a_zp: np.ndarray, b: np.ndarray, b_s: np.ndarray,
+          b_zp: np.ndarray | None = None, c: np.ndarray | None = None, y_s: np.ndarray | None = None,
+          y_zp: np.ndarray | None = None) -> np.ndarray:
+    """alpha·a_s·b_s·((A - a_zp)(B - b_zp) + C), C an int32 at that scale; quantized to Y
+    when y_scale is given, float32 otherwise. B's scale and zero point may be per column."""
+    trans_a, trans_b = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
+    af = shifted(a, a_zp)
+    bf = shifted(b, b_zp, (-1, 1) if trans_b else None)
+    acc = np.matmul(af.T if trans_a else af, bf.T if trans_b else bf)
+    if c is not None:
+        acc += c.astype(np.float64)
+    alpha = np.array(ctx.attr("alpha", 1.0), _F32)
+    if y_s is None:
+        return _to_float(acc, multiplier(alpha, a_s, b_s), None, _F32)
+    dtype = np.dtype(np.uint8) if y_zp is None else y_zp.dtype
+    return requantize(acc, multiplier(alpha, a_s, b_s, y_scale=y_s), y_zp, dtype)
+
+
+@ms_register("MatMulIntegerToFloat", shapes.matmul_integer_to_float)
+def matmul_integer_to_float(ctx: OpContext, a: np.ndarray, b: np.ndarray, a_s: np.ndarray, b_s: np.ndarray,
+                            a_zp: np.ndarray | None = None, b_zp: np.ndarray | None = None,
+                            bias: np.ndarray | None = None) -> np.ndarray:
+    """(A - a_zp)(B - b_zp)·a_s·b_s + bias, in the scales' float type."""
+    acc = np.matmul(shifted(a, a_zp), shifted(b, b_zp))
+    return _to_float(acc, multiplier(a_s, b_s), bias, a_s.dtype)
+
+
+@ms_register("DynamicQuantizeMatMul", shapes.dynamic_quantize_matmul)
+def dynamic_quantize_matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray, b_s: np.ndarray,
+                            b_zp: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+    """A quantized to uint8 over its own range (DynamicQuantizeLinear), then MatMulIntegerToFloat."""
+    if a.dtype != _F32:
+        raise Unsupported(f"A is {a.dtype}; expected float32")
+    aq, a_s, a_zp = dynamic_uint8(a)
+    acc = np.matmul(shifted(aq, np.asarray(a_zp)), shifted(b, b_zp))
+    return _to_float(acc, multiplier(np.asarray(a_s), b_s), bias, _F32)
+
+
+def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The first ``count`` ``bits``-wide values of each row of bytes, least significant first."""
+    if bits == 8:
+        return packed[..., :count]
+    if bits == 4:
+        pair = np.stack([packed & 0xF, packed >> 4], axis=-1)
+        return pair.reshape(packed.shape[:-1] + (-1,))[..., :count]
+    stream = np.unpackbits(packed, axis=-1, bitorder="little")[..., :count * bits]
+    weights = (1 << np.arange(bits)).astype(np.uint8)
+    return (stream.reshape(packed.shape[:-1] + (count, bits)) * weights).sum(-1, dtype=np.uint8)
+
+
+def _nbits_weights(ctx: OpContext, b: np.ndarray, scales: np.ndarray, zps: np.ndarray | None) -> np.ndarray:
+    """The dequantized (N, K) float32 weights: (q - zp)·scale per block of K."""
+    n, k, bits, block = (int(ctx.attr(key)) for key in ("N", "K", "bits", "block_size"))
+    kb = -(-k // block)
+    if not 2 <= bits <= 8 or b.dtype != np.uint8 or b.shape != (n, kb, block * bits // 8):
+        raise Unsupported(f"B {b.dtype}{b.shape} for N={n} K={k} bits={bits} block_size={block}")
+    q = unpack_bits(b.reshape(n, kb, -1), bits, block).astype(_F32)
+    s = scales.astype(_F32).reshape(n, kb, 1)
+    if zps is None:
+        z: Any = np.float32(1 << (bits - 1))
+    elif zps.dtype == np.uint8:
+        z = unpack_bits(zps.reshape(n, -1), bits, kb).astype(_F32).reshape(n, kb, 1)
+    else:
+        z = zps.astype(_F32).reshape(n, kb, 1)
+    return ((q - z) * s).reshape(n, kb * block)[:, :k]
+
+
+def _cached_weights(ctx: OpContext, b: np.ndarray, scales: np.ndarray, zps: np.ndarray | None) -> np.ndarray:
+    """The dequantized weights, kept on the node when B, scales and zero points are constants."""
+    consts = ctx.const_inputs
+    if not (len(consts) >= 3 and all(consts[1:3]) and (zps is None or (len(consts) > 3 and consts[3]))):
+        return _nbits_weights(ctx, b, scales, zps)
+    if "nbits" not in ctx.cache:
+        ctx.cache["nbits"] = _nbits_weights(ctx, b, scales, zps)
+    return ctx.cache["nbits"]
+
+
+@ms_register("MatMulNBits", shapes.matmul_nbits)
+def matmul_nbits(ctx: OpContext, a: np.ndarray, b: np.ndarray, scales: np.ndarray, zps: np.ndarray | None = None,
+                 g_idx: np.ndarray | None = None, bias: np.ndarray | None = None) -> np.ndarray:
+    """A @ dequantize(B).T + bias, with B packed (N, K/block_size, block_size·bits/8) uint8.
+    An empty B is an omitted projection: zeros, plus the bias."""
+    n, k, block = int(ctx.attr("N")), int(ctx.attr("K")), int(ctx.attr("block_size"))
+    if a.shape[-1:] != (k,):
+        raise ValueError(f"A {a.shape} does not end in K={k}")
+    if g_idx is not None and g_idx.size and not np.array_equal(g_idx.reshape(-1), np.arange(k) // block):
+        raise Unsupported("g_idx other than the plain block order")
+    if b.size == 0:
+        y = np.zeros(a.shape[:-1] + (n,), _F32)
+    else:
+        y = np.matmul(a.astype(_F32, copy=False), _cached_weights(ctx, b, scales, zps).T)
+    if bias is not None:
+        y += bias.astype(_F32)
+    return y.astype(a.dtype, copy=False)
