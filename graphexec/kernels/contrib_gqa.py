@@ -128,12 +128,16 @@ def group_query_attention(ctx: OpContext, query: np.ndarray, key: np.ndarray | N
     if totals.shape != (b,) or totals.max() > total:
         refuse(ctx, f"seqlens_k {seqlens_k.tolist()} does not fit batch {b} and total_sequence_length {total}")
     past_lens = np.zeros(b, np.int64) if s == total else totals - s
-    if past_lens.min() < 0 or past_key is not None and past_key.shape[2] < past_lens.max():
-        refuse(ctx, f"seqlens_k {seqlens_k.tolist()} leave fewer than 0 past tokens, or more than the past buffer")
+    if (past_key is None) != (past_value is None):
+        refuse(ctx, "past_key and past_value must be given together")
+    buffer = 0 if past_key is None else past_key.shape[2]
+    if past_lens.min() < 0 or past_lens.max() > buffer:
+        refuse(ctx, f"seqlens_k {seqlens_k.tolist()} mean past lengths {past_lens.tolist()}, outside the "
+                    f"{buffer} rows of the past buffer")
     if flag(ctx, "do_rotary"):
         q, k = _rotary(ctx, q, k, _positions(ctx, past_lens, s, position_ids, s == total), cos_cache, sin_cache)
     pk, pv = work(ctx, past_key, past_value)
-    length = max(total, 0 if past_key is None else past_key.shape[2])
+    length = max(total, buffer)
     k_all, v_all = _present(pk, k, past_lens, length), _present(pv, v, past_lens, length)
     group = heads // kv_heads
     scale = float(ctx.attrs.get("scale", 0.0)) or 1 / math.sqrt(hd)

@@ -288,6 +288,9 @@ def test_gqa_unsupported_inputs_are_clear_errors():
         run_ours(one_node("GroupQueryAttention", ins, 3, num_heads=NQ, kv_num_heads=NKV, do_rotary=1), ins)
     with pytest.raises(UnsupportedOpError, match=r"groupqueryattention_node .*not a multiple of kv_num_heads"):
         run_ours(one_node("GroupQueryAttention", ins, 3, num_heads=NQ, kv_num_heads=3), ins)
+    decode = _gqa(1) + [None, None, i32(6, 4), i32(7)]
+    with pytest.raises(UnsupportedOpError, match=r"groupqueryattention_node .*past lengths \[6, 4\], outside the 0"):
+        run_ours(one_node("GroupQueryAttention", decode, 3, num_heads=NQ, kv_num_heads=NKV), decode)
 
 
 # --- cost ------------------------------------------------------------------------------------------------
