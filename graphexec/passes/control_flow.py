@@ -3,7 +3,7 @@ label goto) rather than as one opaque AI CPU task through the reference.
 
 A node qualifies when every value it and its bodies pass across the boundary is a
 tensor: sequences, optionals and maps live on the host, so a body carrying one stays with
-the reference. Scan-8 (its batch axis and sequence lengths) does too.
+the reference.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ def body_attrs(node: Node) -> tuple[str, ...]:
 def runs_on_device(node: Node, graph: Graph) -> bool:
     """Whether ``node`` lowers to a control task whose bodies run as device tasks."""
     if node.domain or node.op not in CONTROL_OPS:
-        return False
-    if node.op == "Scan" and graph.opsets.get("", 1) < 9:
         return False
     names = [n for n in node.all_inputs + node.outputs if n]
     if any(graph.values[n].type.kind != "tensor" for n in names if n in graph.values):

@@ -219,3 +219,26 @@ def test_same_inputs_same_timeline():
     assert [(e["name"], e.get("ts")) for e in a.trace["traceEvents"]] == [(e["name"], e.get("ts"))
                                                                           for e in b.trace["traceEvents"]]
     np.testing.assert_array_equal(a.outputs["y"], b.outputs["y"])
+
+
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_scan8_runs_per_batch_row_like_onnxruntime(with_lens):
+    """Scan-8 carries a batch axis 0 and optional sequence lengths; rows past their length
+    stay zero in the scan output."""
+    body = helper.make_graph([helper.make_node("Add", ["s", "x"], ["s_out"]),
+                              helper.make_node("Identity", ["s_out"], ["y"])],
+                             "body", [_vi("s", shape=[2]), _vi("x", shape=[2])],
+                             [_vi("s_out", shape=[2]), _vi("y", shape=[2])])
+    node = helper.make_node("Scan", ["lens" if with_lens else "", "s0", "xs"], ["s", "ys"], body=body,
+                            num_scan_inputs=1, directions=[1])
+    inputs = [_vi("s0", shape=[3, 2]), _vi("xs", shape=[3, 4, 2])]
+    if with_lens:
+        inputs.insert(0, _vi("lens", T.INT64, [3]))
+    model = _model([node], inputs, [_vi("s"), _vi("ys")], opset=8)
+    rng = np.random.default_rng(6)
+    feeds = {"s0": rng.standard_normal((3, 2)).astype(F), "xs": rng.standard_normal((3, 4, 2)).astype(F)}
+    if with_lens:
+        feeds["lens"] = np.array([4, 2, 3], np.int64)
+    result = gx.Session(gx.load(model)).run(feeds)
+    for ours, ref in zip(result.outputs.values(), _ort(model, feeds)):
+        np.testing.assert_allclose(ours, ref, rtol=1e-6)
