@@ -28,7 +28,10 @@ def _known_failures() -> dict[str, str]:
 
 
 def test_node_conformance():
-    """At least 99% of the node tests pass, and nothing outside the known list fails."""
+    """At least 99.5% of the node tests pass, and nothing outside the known list fails.
+
+    The test extras add nothing a node test needs (Pillow, for ImageDecoder, is a
+    dependency), so the rate is the same in a plain ``pip install -e .``."""
     results = [run_case(c) for c in collect()]
     failed = {r.name: r.error for r in results if not r.ok}
     known = _known_failures()
@@ -39,7 +42,7 @@ def test_node_conformance():
         warnings.warn(f"now passing, remove from {KNOWN.name}: {', '.join(fixed)}")
     regressions = {n: e for n, e in failed.items() if n not in known}
     assert not regressions, f"new failures: {regressions}"
-    assert rate >= 0.99
+    assert rate >= 0.995
 
 
 LIGHT_MODELS = sorted(glob.glob(str(LIGHT / "*.onnx")))
