@@ -29,9 +29,9 @@ def infer_node(graph: Graph, node: Node) -> list[TensorType]:
         GraphError: the node cannot work on its inputs' types (the message names it).
     """
     unknown = [TensorType() for _ in node.outputs]
-    spec = lookup_custom(node.op, node.domain)
+    spec = lookup_custom(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
     if spec is not None:
-        ins = [graph.values[n].type for n in node.inputs if n]
+        ins = [graph.values[n].type if n else None for n in node.inputs]
         types = output_types(spec, ins, node.attrs) or []
         return types[:len(unknown)] + unknown[len(types):]
     local = any(f.name == node.op and f.domain == node.domain for f in graph.functions)

@@ -12,6 +12,7 @@ from graphexec.kernels import (  # noqa: F401
     contrib_norm,
     contrib_quant,
     contrib_rotary,
+    contrib_shapes,
     conv,
     elementwise,
     nn,

@@ -50,13 +50,19 @@ class CostInput:
 
 @dataclass(frozen=True, slots=True)
 class CustomKernel:
-    """A registered custom kernel: the user's function and its two rules."""
+    """A registered custom kernel: the user's function and its two rules.
+
+    ``positional``: the shape rule gets every input by position, None for an omitted
+    optional one (ops with many optional inputs: contrib_shapes.py); otherwise only the
+    inputs present, in order.
+    """
 
     op: str
     domain: str
     fn: Callable[..., Any]
     shape: ShapeRule
     cost: CostRule
+    positional: bool = False
 
 
 def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
@@ -83,9 +89,9 @@ def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
     return wrap
 
 
-def lookup_custom(op: str, domain: str) -> CustomKernel | None:
-    """The custom kernel of ``domain::op`` (its registry entry's rules), or None."""
-    d = registry.lookup_def(op, domain)
+def lookup_custom(op: str, domain: str, opset: int = 10_000) -> CustomKernel | None:
+    """The custom kernel of ``domain::op`` at ``opset`` (its registry entry's rules), or None."""
+    d = registry.lookup_def(op, domain, opset)
     return d.rules if d is not None and isinstance(d.rules, CustomKernel) else None
 
 
@@ -110,23 +116,26 @@ def _run(spec: CustomKernel, attrs: dict[str, Any], inputs: tuple) -> tuple[np.n
     return outs
 
 
-def output_types(spec: CustomKernel, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType] | None:
+def output_types(spec: CustomKernel, inputs: Sequence[TensorType | None],
+                 attrs: dict[str, Any]) -> list[TensorType] | None:
     """The output types by the kernel's shape rule; None when it has none or inputs are unknown.
 
-    A rule function only sees static types; ``"same"`` passes symbolic dims through too.
+    ``inputs`` are the node's, None for an omitted optional one. A rule function only sees
+    static types; ``"same"`` passes symbolic dims through too.
     """
+    present = [t for t in inputs if t is not None]
     if spec.shape == "same":
-        return [inputs[0]] if inputs and inputs[0].dtype is not None else None
-    if spec.shape is None or not all(t.is_static for t in inputs):
+        return [present[0]] if present and present[0].dtype is not None else None
+    if spec.shape is None or not all(t.is_static for t in present):
         return None
     if isinstance(spec.shape, str):
         raise GraphError(f"custom kernel {spec.op}: shape rule {spec.shape!r} is not 'same' or a function")
     try:
-        result = spec.shape(*inputs, **attrs)
+        result = spec.shape(*(inputs if spec.positional else present), **attrs)
     except Exception as e:  # noqa: BLE001  (user code)
         raise GraphError(f"shape rule of {spec.domain}::{spec.op} failed on {', '.join(map(str, inputs))}: "
                          f"{type(e).__name__}: {e}") from None
-    return _as_types(spec, result, inputs)
+    return _as_types(spec, result, present)
 
 
 def _as_types(spec: CustomKernel, result: Any, inputs: Sequence[TensorType]) -> list[TensorType]:
@@ -142,13 +151,12 @@ def _as_types(spec: CustomKernel, result: Any, inputs: Sequence[TensorType]) -> 
 
 
 def custom_cost(op: str, domain: str, c: CostInput) -> Cost | None:
-    """The custom cost of a node, the default rule's where the custom rule says nothing."""
+    """The custom cost of a node, the default rule's where the custom rule says nothing;
+    None without a cost rule (node_cost's own rules then apply, com.microsoft's included)."""
     spec = lookup_custom(op, domain)
-    if spec is None:
+    if spec is None or spec.cost is None:
         return None
     base = node_cost(op, c.inputs, c.in_bytes, c.outputs, c.out_bytes, c.attrs, False)
-    if spec.cost is None:
-        return base
     try:
         got = spec.cost(c)
     except Exception as e:  # noqa: BLE001  (user code)

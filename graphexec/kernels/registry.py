@@ -16,7 +16,7 @@ reference implementation instead, so coverage never depends on our own kernels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeGuard
 
 import numpy as np
@@ -97,6 +97,18 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
         return fn
 
     return wrap
+
+
+def update(op: str, domain: str = "", opset: int = 10_000, **changes: Any) -> KernelDef:
+    """Give the registration serving ``op`` at ``opset`` new fields (``rules=``), keeping its
+    function: how a module adds rules to kernels registered elsewhere."""
+    old = lookup_def(op, domain, opset)
+    if old is None:
+        raise KeyError(f"no kernel registered for {domain or 'ai.onnx'}::{op} at opset {opset}")
+    new = replace(old, **changes)
+    defs = _REGISTRY[(old.domain, op)]
+    defs[defs.index(old)] = new
+    return new
 
 
 def lookup(op: str, domain: str = "", opset: int = 10_000) -> KernelFn | None:

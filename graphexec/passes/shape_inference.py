@@ -15,7 +15,7 @@ import onnx
 
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.ir.onnx_proto import tensor_type, to_onnx, value_info
-from graphexec.kernels.custom import lookup_custom, output_types
+from graphexec.kernels.custom import CustomKernel, lookup_custom, output_types
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_graph
@@ -34,7 +34,7 @@ def infer_types(graph: Graph) -> bool:
     onnx skips ops it does not know, so the two alternate: each round types at least one
     more custom node, whose outputs onnx then sees as value_info.
     """
-    customs = [n for n in graph.nodes if lookup_custom(n.op, n.domain) is not None]
+    customs = [n for n in graph.nodes if _rules(graph, n) is not None]
     changed = False
     for _ in range(len(customs) + 1):
         step = _apply_shape_rules(graph, customs)
@@ -48,8 +48,8 @@ def infer_types(graph: Graph) -> bool:
 def _apply_shape_rules(graph: Graph, customs: list[Node]) -> bool:
     changed = False
     for node in customs:
-        ins = [graph.values[n].type for n in node.inputs if n]
-        spec = lookup_custom(node.op, node.domain)
+        ins = [graph.values[n].type if n else None for n in node.inputs]
+        spec = _rules(graph, node)
         assert spec is not None  # customs holds only nodes with a custom kernel
         outs = output_types(spec, ins, node.attrs) or []
         for name, t in zip(node.outputs, outs):
@@ -57,6 +57,12 @@ def _apply_shape_rules(graph: Graph, customs: list[Node]) -> bool:
                 graph.values[name].type = t
                 changed = True
     return changed
+
+
+def _rules(graph: Graph, node: Node) -> CustomKernel | None:
+    """The shape rules of the kernel serving the node at the graph's opset (ORT's pre-17
+    LayerNormalization has its own), or None."""
+    return lookup_custom(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
 
 
 def _onnx_infer(graph: Graph, customs: list[Node]) -> bool:

@@ -9,6 +9,7 @@ import onnx
 from onnx import helper
 
 import graphexec as gx
+from graphexec.kernels import contrib_shapes
 
 RNG = np.random.default_rng(7)
 
@@ -42,8 +43,34 @@ def feeds_of(model: onnx.ModelProto, inputs: Sequence[np.ndarray | None]) -> dic
 
 
 def run_ours(model: onnx.ModelProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-    res = gx.Session(gx.load(model)).run(feeds_of(model, inputs)).outputs
-    return [np.asarray(res[o.name]) for o in model.graph.output]
+    session = gx.Session(gx.load(model))
+    res = session.run(feeds_of(model, inputs)).outputs
+    outs = [np.asarray(res[o.name]) for o in model.graph.output]
+    check_inferred(model, session.compiled.graph, outs)
+    return outs
+
+
+# outputs whose size is a runtime value (total_sequence_length): their rule leaves that dim unknown
+_RUNTIME_DIMS = {("com.microsoft", "GroupQueryAttention"): (1, 2, 3)}
+
+
+def check_inferred(model: onnx.ModelProto, graph: Any, outs: Sequence[np.ndarray]) -> None:
+    """For an op with a rule in contrib_shapes: its outputs were static at compile time, and
+    of the very dtype and shape the kernel returned (else memory was planned wrong)."""
+    node = model.graph.node[0]
+    if (node.domain, node.op_type) not in contrib_shapes.RULES:
+        return
+    partial = _RUNTIME_DIMS.get((node.domain, node.op_type), ())
+    named = [i for i, o in enumerate(node.output) if o]
+    for i, out, got in zip(named, model.graph.output, outs):
+        t = graph.values[out.name].type
+        if i in partial:
+            dims = [d if isinstance(d, int) else s for d, s in zip(t.shape or (), got.shape)]
+            assert (t.dtype, len(t.shape or ())) == (got.dtype, got.ndim) and tuple(dims) == got.shape, \
+                f"{node.op_type} output {i}: inferred {t}, kernel gave {got.dtype}{list(got.shape)}"
+            continue
+        assert t.is_static and (t.dtype, t.shape) == (got.dtype, got.shape), \
+            f"{node.op_type} output {i}: inferred {t}, kernel gave {got.dtype}{list(got.shape)}"
 
 
 def run_ort(model: onnx.ModelProto, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
