@@ -40,7 +40,7 @@ def _check8(x: np.ndarray, *zps: np.ndarray | None) -> np.dtype:
 
 def _out(v: np.ndarray, dtype: np.dtype, zp: np.ndarray | None) -> np.ndarray:
     with np.errstate(all="ignore"):
-        return quantize(v, dtype, None if zp is None else _f(zp))
+        return quantize(v, dtype, None if zp is None else _f(zp), inplace=True)
 
 
 @ms_register("QLinearAdd", shapes.binary)
@@ -140,7 +140,7 @@ def qlinear_average_pool(ctx: OpContext, x: np.ndarray, x_s: np.ndarray, x_zp: n
     else:
         count = pool._counts(v.shape[2:], out, pb, pe, strides, kernel, dil, False).astype(_F32)
     with np.errstate(all="ignore"):
-        y = quantize(total / count / _f(y_s) + _f(y_zp), dtype)
+        y = quantize(total / count / _f(y_s) + _f(y_zp), dtype, inplace=True)
     return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if last else y
 
 

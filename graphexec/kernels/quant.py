@@ -88,15 +88,21 @@ def expand_param(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int = 
     return np.repeat(p, block, axis=a)[(slice(None),) * a + (slice(0, shape[a]),)]
 
 
-def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = True) -> np.ndarray:
-    """``v`` (already divided by the scale) plus ``zp``, rounded and saturated into ``dtype``."""
+def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = True,
+             inplace: bool = False) -> np.ndarray:
+    """``v`` (already divided by the scale) plus ``zp``, rounded and saturated into ``dtype``;
+    ``inplace`` lets it overwrite ``v`` (a temporary of the caller's) instead of a copy."""
     if dtype in INT_RANGES:
         lo, hi = INT_RANGES[dtype]
-        r = np.rint(v)
+        r = np.rint(v, out=v) if inplace and isinstance(v, np.ndarray) else np.asarray(np.rint(v))
         if zp is not None:
             r += zp
-        # fmax/fmin drop NaN in favour of the bound: NaN ends at lo, like onnxruntime's
-        return np.fmin(np.fmax(r, lo), hi).astype(dtype)
+        # clip, not fmax/fmin with a scalar: 4x faster, but it keeps NaN, which ends at lo
+        # (like onnxruntime's); min() is NaN when any is
+        np.clip(r, lo, hi, out=r)
+        if r.size and np.isnan(r.min()):
+            r[np.isnan(r)] = lo
+        return r.astype(dtype)
     if zp is not None:
         v = v + np.asarray(zp).astype(v.dtype)
     if dtype == _FLOAT4 or (saturate and dtype in FLOAT_MAX):
@@ -126,9 +132,9 @@ def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.nda
     cdt = _np(precision) if precision else _F32
     s = expand_param(scale, x.shape, axis, block).astype(cdt)
     with np.errstate(all="ignore"):
-        v = (x.astype(cdt) / s).astype(_F32, copy=False)
+        v = ((x if x.dtype == cdt else x.astype(cdt)) / s).astype(_F32, copy=False)
         z = None if zp is None else expand_param(zp, x.shape, axis, block).astype(_F32)
-        return quantize(v, dtype, z, bool(ctx.attr("saturate", 1)))
+        return quantize(v, dtype, z, bool(ctx.attr("saturate", 1)), inplace=True)
 
 
 @register("DequantizeLinear", since=10)
@@ -158,7 +164,7 @@ def dynamic_uint8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
     scale = np.float32((hi - lo) / np.float32(255)) if hi != lo else np.float32(1)
     zp = np.uint8(np.clip(np.rint(np.float32(0) - lo / scale), 0, 255))
     with np.errstate(all="ignore"):
-        y = quantize(x / scale, np.dtype(np.uint8), np.float32(zp))
+        y = quantize(x / scale, np.dtype(np.uint8), np.float32(zp), inplace=True)
     return y, scale, zp
 
 
