@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.kernels.contrib_util import DOMAIN, need, refuse, reuse, work
+from graphexec.kernels.contrib_util import DOMAIN, attr_check, need, refuse, reuse, work
 from graphexec.kernels.nn import gelu as _onnx_gelu
 from graphexec.kernels.nn import softmax as _onnx_softmax
 from graphexec.kernels.registry import OpContext, register
@@ -75,7 +75,7 @@ def bias_add(ctx: OpContext, x: np.ndarray, bias: np.ndarray, skip: np.ndarray) 
     return (_biased(ctx, x, bias) + sw).astype(x.dtype)
 
 
-@register("BiasSoftmax", domain=DOMAIN)
+@register("BiasSoftmax", domain=DOMAIN, check=attr_check(lambda ctx: need(ctx, "is_inner_broadcast")))
 def bias_softmax(ctx: OpContext, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """softmax(x + bias) over the dims from ``axis`` on, flattened as Softmax-11 does (a fused
     attention mask add); the bias broadcasts numpy-style, is_inner_broadcast only tells ORT's

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from graphexec.kernels.contrib_util import DOMAIN, flag, need, refuse, work
+from graphexec.kernels.contrib_util import DOMAIN, attr_check, flag, need, refuse, work
 from graphexec.kernels.registry import OpContext, register
 
 
@@ -102,6 +102,33 @@ def _scale(ctx: OpContext, head_size: int) -> float:
     return scale if scale != 0.0 else 1 / math.sqrt(head_size)
 
 
+def num_heads(ctx: OpContext, key: str = "num_heads") -> int:
+    """A required head count, at least 1."""
+    heads = int(need(ctx, key))
+    if heads < 1:
+        refuse(ctx, f"{key}={heads}; expected at least 1")
+    return heads
+
+
+def _attention_attrs(ctx: OpContext) -> int:
+    """Attention's attribute refusals (also its compile-time check); the head count."""
+    heads = num_heads(ctx)
+    if flag(ctx, "do_rotary") or flag(ctx, "past_present_share_buffer"):
+        refuse(ctx, "do_rotary and past_present_share_buffer are not supported (as in onnxruntime's CPU "
+                    "kernel); fuse the model with MultiHeadAttention + RotaryEmbedding")
+    flag(ctx, "unidirectional")
+    sizes = [int(v) for v in ctx.attrs.get("qkv_hidden_sizes", [])]
+    if sizes and (len(sizes) != 3 or sizes[0] != sizes[1] or any(v % heads for v in sizes)):
+        refuse(ctx, f"qkv_hidden_sizes {sizes} are not three sizes (Q and K equal) that split over {heads} heads")
+    return heads
+
+
+def _mha_attrs(ctx: OpContext) -> int:
+    heads = num_heads(ctx)
+    flag(ctx, "unidirectional")
+    return heads
+
+
 def _qkv_sizes(ctx: OpContext, weights: np.ndarray, heads: int) -> tuple[int, int, int]:
     sizes = [int(v) for v in ctx.attrs.get("qkv_hidden_sizes", [])] or [weights.shape[1] // 3] * 3
     if len(sizes) != 3 or sizes[0] != sizes[1] or sum(sizes) != weights.shape[1] or any(v % heads for v in sizes):
@@ -109,16 +136,13 @@ def _qkv_sizes(ctx: OpContext, weights: np.ndarray, heads: int) -> tuple[int, in
     return sizes[0], sizes[1], sizes[2]
 
 
-@register("Attention", domain=DOMAIN)
+@register("Attention", domain=DOMAIN, check=attr_check(_attention_attrs))
 def attention(ctx: OpContext, x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None = None,
               mask_index: np.ndarray | None = None, past: np.ndarray | None = None,
               attn_bias: np.ndarray | None = None, past_len: np.ndarray | None = None):
     """Self attention with the Q/K/V projection fused in: x @ [Wq Wk Wv] + bias, then per-head
     attention; ``past`` (2, B, N, P, H) is prepended to K/V and ``present`` returns the result."""
-    heads = int(need(ctx, "num_heads"))
-    if flag(ctx, "do_rotary") or flag(ctx, "past_present_share_buffer"):
-        refuse(ctx, "do_rotary and past_present_share_buffer are not supported (as in onnxruntime's CPU "
-                    "kernel); fuse the model with MultiHeadAttention + RotaryEmbedding")
+    heads = _attention_attrs(ctx)
     if x.ndim != 3 or weights.ndim != 2 or weights.shape[0] != x.shape[2]:
         refuse(ctx, f"input {x.shape} and weights {weights.shape}; expected (B, S, D_in) and (D_in, D_qkv)")
     dq, dk, dv = _qkv_sizes(ctx, weights, heads)
@@ -166,7 +190,7 @@ def _mha_inputs(ctx: OpContext, query: np.ndarray, key: np.ndarray | None, value
     return q, split_heads(kw if bk is None else kw + bk, heads), split_heads(vw if bv is None else vw + bv, heads)
 
 
-@register("MultiHeadAttention", domain=DOMAIN)
+@register("MultiHeadAttention", domain=DOMAIN, check=attr_check(_mha_attrs))
 def multi_head_attention(ctx: OpContext, query: np.ndarray, key: np.ndarray | None = None,
                          value: np.ndarray | None = None, bias: np.ndarray | None = None,
                          key_padding_mask: np.ndarray | None = None, attn_bias: np.ndarray | None = None,
@@ -174,7 +198,7 @@ def multi_head_attention(ctx: OpContext, query: np.ndarray, key: np.ndarray | No
                          past_len: np.ndarray | None = None, cache_indirection: np.ndarray | None = None):
     """Attention over already-projected Q/K/V (self or cross), with an optional KV cache
     (past_key/past_value prepended; present_key/present_value returned, BNSH) and qk output."""
-    heads = int(need(ctx, "num_heads"))
+    heads = _mha_attrs(ctx)
     if past_len is not None or cache_indirection is not None:
         refuse(ctx, "past_sequence_length / cache_indirection (shared KV buffers, beam search) are not supported")
     q, k, v = _mha_inputs(ctx, query, key, value, bias, heads)

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from graphexec.kernels.contrib_attention import merge_heads, split_heads
+from graphexec.kernels.contrib_attention import merge_heads, num_heads, split_heads
 from graphexec.kernels.contrib_rotary import cache_rows, rotate
-from graphexec.kernels.contrib_util import DOMAIN, flag, ints, need, refuse, work
+from graphexec.kernels.contrib_util import DOMAIN, attr_check, flag, ints, refuse, work
 from graphexec.kernels.registry import OpContext, register
 
 # inputs past index 10 (head_sink) are quantized caches, per-head Q/K norms and padded chunks
@@ -103,7 +103,24 @@ def _softmax(ctx: OpContext, scores: np.ndarray, seen: np.ndarray, sink: np.ndar
     return e / den
 
 
-@register("GroupQueryAttention", domain=DOMAIN)
+def _gqa_attrs(ctx: OpContext) -> tuple[int, int]:
+    """GroupQueryAttention's attribute refusals (also its compile-time check); the head counts."""
+    heads, kv_heads = num_heads(ctx), num_heads(ctx, "kv_num_heads")
+    if heads % kv_heads:
+        refuse(ctx, f"num_heads {heads} is not a multiple of kv_num_heads {kv_heads}")
+    quantized = any(str(ctx.attrs.get(k, "NONE")) != "NONE" for k in ("k_quant_type", "v_quant_type"))
+    if flag(ctx, "sliding_window_cache") or quantized:
+        refuse(ctx, "sliding_window_cache and quantized KV caches are not supported")
+    if not flag(ctx, "causal", 1) and int(ctx.attrs.get("local_window_size", -1)) > 0:
+        refuse(ctx, "local_window_size needs causal=1")
+    flag(ctx, "do_rotary")
+    flag(ctx, "rotary_interleaved")
+    if ctx.num_outputs > 3 and int(ctx.attrs.get("qk_output", 0)) not in (1, 2):
+        refuse(ctx, "output_qk needs qk_output=1 (scores) or 2 (probabilities)")
+    return heads, kv_heads
+
+
+@register("GroupQueryAttention", domain=DOMAIN, check=attr_check(_gqa_attrs))
 def group_query_attention(ctx: OpContext, query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None,
                           past_key: np.ndarray | None, past_value: np.ndarray | None, seqlens_k: np.ndarray,
                           total_seq: np.ndarray, cos_cache: np.ndarray | None = None,
@@ -111,16 +128,11 @@ def group_query_attention(ctx: OpContext, query: np.ndarray, key: np.ndarray | N
                           attn_bias: np.ndarray | None = None, head_sink: np.ndarray | None = None,
                           *rest: np.ndarray | None):
     """Grouped-query self attention with a KV cache: output, present_key, present_value (and output_qk)."""
-    heads, kv_heads = int(need(ctx, "num_heads")), int(need(ctx, "kv_num_heads"))
-    if heads % kv_heads:
-        refuse(ctx, f"num_heads {heads} is not a multiple of kv_num_heads {kv_heads}")
+    heads, kv_heads = _gqa_attrs(ctx)
     for i, x in enumerate(rest, start=12):
         if x is not None:
             refuse(ctx, f"input {_REFUSED_INPUTS.get(i, i)} is not supported (quantized caches, Q/K norms "
                         "and padded chunks are not)")
-    quantized = any(str(ctx.attrs.get(k, "NONE")) != "NONE" for k in ("k_quant_type", "v_quant_type"))
-    if flag(ctx, "sliding_window_cache") or quantized:
-        refuse(ctx, "sliding_window_cache and quantized KV caches are not supported")
     q, k, v = _split_qkv(ctx, query, key, value, heads, kv_heads)
     b, _, s, hd = q.shape
     totals = ints(ctx, seqlens_k, "seqlens_k").reshape(-1) + 1

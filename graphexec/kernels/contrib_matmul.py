@@ -10,7 +10,7 @@ import numpy as np
 
 from graphexec.kernels import registry
 from graphexec.kernels.contrib_act import fast_gelu
-from graphexec.kernels.contrib_util import DOMAIN, flag, refuse, reuse, work
+from graphexec.kernels.contrib_util import DOMAIN, attr_check, flag, refuse, reuse, work
 from graphexec.kernels.conv import conv as _onnx_conv
 from graphexec.kernels.nn import gemm as _onnx_gemm
 from graphexec.kernels.registry import OpContext, register
@@ -37,13 +37,21 @@ def _fused_matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray, batch_a: bool, b
     return (y * y.dtype.type(alpha) if alpha != 1.0 else y).astype(a.dtype)
 
 
-@register("FusedMatMul", domain=DOMAIN)
+def _flags(*keys: str) -> Callable[[OpContext], None]:
+    """A check that ``keys`` are 0/1 switches."""
+    def check(ctx: OpContext) -> None:
+        for key in keys:
+            flag(ctx, key)
+    return check
+
+
+@register("FusedMatMul", domain=DOMAIN, check=attr_check(_flags("transA", "transB", "transBatchA", "transBatchB")))
 def fused_matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """alpha * A' @ B', the Transposes and the Mul/Div by a scale folded into a MatMul."""
     return _fused_matmul(ctx, a, b, flag(ctx, "transBatchA"), flag(ctx, "transBatchB"))
 
 
-@register("TransposeMatMul", domain=DOMAIN)
+@register("TransposeMatMul", domain=DOMAIN, check=attr_check(_flags("transA", "transB")))
 def transpose_matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """FusedMatMul's older name, without the batch transposes."""
     return _fused_matmul(ctx, a, b, False, False)
@@ -81,13 +89,18 @@ def _gemm_params(ctx: OpContext) -> list[float]:
             if k in ctx.attrs]
 
 
-@register("FusedGemm", domain=DOMAIN)
+def _gemm_activation(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray] | None:
+    act = ctx.attrs.get("activation")
+    return None if act is None else _activation(ctx, str(act), _gemm_params(ctx))
+
+
+@register("FusedGemm", domain=DOMAIN, check=attr_check(_gemm_activation))
 def fused_gemm(ctx: OpContext, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
     """Gemm followed by an activation (activation_alpha/beta are its parameters)."""
     attrs: dict[str, Any] = {k: ctx.attrs[k] for k in ("alpha", "beta", "transA", "transB") if k in ctx.attrs}
     y = reuse(ctx, _onnx_gemm, OpContext("Gemm", attrs, 13, 1, ctx.name), *work(ctx, a, b, c))
-    act = ctx.attrs.get("activation")
-    return (y if act is None else _activation(ctx, str(act), _gemm_params(ctx))(y)).astype(a.dtype)
+    act = _gemm_activation(ctx)
+    return (y if act is None else act(y)).astype(a.dtype)
 
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -98,17 +111,20 @@ def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) ->
     return reuse(ctx, _onnx_conv, OpContext("Conv", attrs, 11, 1, ctx.name), *work(ctx, x, w, b))
 
 
-@register("FusedConv", domain=DOMAIN)
+def _conv_activation(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray] | None:
+    act = ctx.attrs.get("activation")
+    return _activation(ctx, str(act), [float(v) for v in ctx.attrs.get("activation_params", [])]) if act else None
+
+
+@register("FusedConv", domain=DOMAIN, check=attr_check(_conv_activation))
 def fused_conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
                z: np.ndarray | None = None) -> np.ndarray:
     """Conv (+ Z, a residual summed in) followed by an activation with ``activation_params``."""
     y = _conv(ctx, x, w, b)
     if z is not None:
         y = y + work(ctx, z)[0]
-    act = ctx.attrs.get("activation")
-    if act:
-        y = _activation(ctx, str(act), [float(v) for v in ctx.attrs.get("activation_params", [])])(y)
-    return y.astype(x.dtype)
+    act = _conv_activation(ctx)
+    return (y if act is None else act(y)).astype(x.dtype)
 
 
 @register("NhwcConv", domain=DOMAIN)

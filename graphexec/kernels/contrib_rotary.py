@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphexec.kernels.contrib_util import DOMAIN, flag, ints, refuse, work
+from graphexec.kernels.contrib_util import DOMAIN, attr_check, flag, ints, refuse, work
 from graphexec.kernels.registry import OpContext, register
 
 
@@ -36,19 +36,25 @@ def cache_rows(ctx: OpContext, cache: np.ndarray, positions: np.ndarray) -> np.n
     return cache[positions]
 
 
-@register("RotaryEmbedding", domain=DOMAIN)
+def _rotary_attrs(ctx: OpContext) -> tuple[int, int]:
+    """RotaryEmbedding's attribute refusals (also its compile-time check); (rotary dim, heads), 0 if unset."""
+    if flag(ctx, "is_packed_batching"):
+        refuse(ctx, "is_packed_batching (ragged batches) is not supported")
+    flag(ctx, "interleaved")
+    dim, heads = int(ctx.attrs.get("rotary_embedding_dim", 0)), int(ctx.attrs.get("num_heads", 0))
+    if dim and not heads:
+        refuse(ctx, "rotary_embedding_dim needs num_heads")
+    return dim, heads
+
+
+@register("RotaryEmbedding", domain=DOMAIN, check=attr_check(_rotary_attrs))
 def rotary_embedding(ctx: OpContext, x: np.ndarray, position_ids: np.ndarray, cos_cache: np.ndarray,
                      sin_cache: np.ndarray) -> np.ndarray:
     """RoPE on (B, S, N*H) or (B, N, S, H); position_ids is (B, S), or (1,): the offset of position 0."""
-    if flag(ctx, "is_packed_batching"):
-        refuse(ctx, "is_packed_batching (ragged batches) is not supported")
+    dim, heads = _rotary_attrs(ctx)
     if x.ndim not in (3, 4) or cos_cache.shape != sin_cache.shape or cos_cache.ndim != 2:
         refuse(ctx, f"input {x.shape}, caches {cos_cache.shape}/{sin_cache.shape}; expected a 3-D or 4-D "
                     "input and two (max_positions, R/2) caches")
-    dim = int(ctx.attrs.get("rotary_embedding_dim", 0))
-    heads = int(ctx.attrs.get("num_heads", 0))
-    if dim and not heads:
-        refuse(ctx, "rotary_embedding_dim needs num_heads")
     b, s = x.shape[0], x.shape[2] if x.ndim == 4 else x.shape[1]
     if x.ndim == 4:
         head = x.shape[3]

@@ -22,10 +22,33 @@ _FLOATS = (np.float16, np.float32, np.float64)
 ONNX_DOMAIN_OPS = ("LayerNormalization", "SimplifiedLayerNormalization")
 
 
+class Refused(UnsupportedOpError):
+    """A node's case a kernel here does not support; ``why`` is the reason alone."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 def refuse(ctx: OpContext, why: str) -> NoReturn:
     """Fail the node: ``why`` says which input or attribute case is not supported."""
     domain = "ai.onnx" if ctx.op in ONNX_DOMAIN_OPS else DOMAIN
-    raise UnsupportedOpError(f"node {ctx.name or '<unnamed>'} ({domain}::{ctx.op}): {why}")
+    raise Refused(f"node {ctx.name or '<unnamed>'} ({domain}::{ctx.op}): {why}", why)
+
+
+def attr_check(*steps: Callable[[OpContext], Any]) -> Callable[[OpContext], str | None]:
+    """A registration's ``check=``: runs ``steps``, the kernel's own attribute checks (which
+    ``refuse``), at compile time; the reason of the first refusal, or None."""
+
+    def check(ctx: OpContext) -> str | None:
+        try:
+            for step in steps:
+                step(ctx)
+        except Refused as e:
+            return e.why
+        return None
+
+    return check
 
 
 def need(ctx: OpContext, key: str) -> Any:

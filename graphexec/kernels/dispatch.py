@@ -36,9 +36,19 @@ class NodeRunner:
         if self.fn is None and not is_known(node, graph):
             raise UnsupportedOpError(f"{graph.source}: node {node}: no kernel or fallback knows op "
                                      f"{node.domain or 'ai.onnx'}::{node.op}")
+        if kdef is not None and kdef.check is not None:
+            self._check(kdef.check, graph)
         self._graph = graph
         self._fallback: Fallback | None = None
         self.uses_fallback = self.fn is None
+
+    def _check(self, check: registry.CheckFn, graph: Graph) -> None:
+        """Refuse at compile time a node whose attributes the kernel refuses, where the
+        fallback cannot run it either (else the first run would fail)."""
+        why = check(self.ctx)
+        if why is not None and not is_known(self.node, graph):
+            node = self.node
+            raise UnsupportedOpError(f"node {node.name or '<unnamed>'} ({node.domain or 'ai.onnx'}::{node.op}): {why}")
 
     def fallback(self) -> Fallback:
         if self._fallback is None:

@@ -16,7 +16,7 @@ import numpy as np
 from graphexec.kernels import quant_shapes as shapes
 from graphexec.kernels.quant import dynamic_uint8, ms_register
 from graphexec.kernels.quant_matmul import multiplier, requantize, shifted
-from graphexec.kernels.registry import OpContext, Unsupported
+from graphexec.kernels.registry import OpContext, Unsupported, update
 
 _F32 = np.dtype(np.float32)
 
@@ -123,3 +123,17 @@ def matmul_nbits(ctx: OpContext, a: np.ndarray, b: np.ndarray, scales: np.ndarra
     if bias is not None:
         y += bias.astype(_F32)
     return y.astype(a.dtype, copy=False)
+
+
+def _nbits_check(ctx: OpContext) -> str | None:
+    """MatMulNBits' attribute refusals, at compile time (a g_idx's order is seen at run time only)."""
+    missing = [key for key in ("N", "K", "bits", "block_size") if key not in ctx.attrs]
+    if missing:
+        return f"MatMulNBits needs attribute {missing[0]!r}"
+    bits, block = int(ctx.attrs["bits"]), int(ctx.attrs["block_size"])
+    if not 2 <= bits <= 8 or block < 1 or block * bits % 8:
+        return f"bits={bits} block_size={block}; expected 2 to 8 bits in blocks of whole bytes"
+    return None
+
+
+update("MatMulNBits", "com.microsoft", check=_nbits_check)

@@ -12,6 +12,9 @@ planned shape and dtype (device memory it may compute into, or None). It returns
 A kernel that meets a case it does not handle (an exotic attribute, an old opset)
 raises :class:`Unsupported`; the executor then runs the node through onnx's
 reference implementation instead, so coverage never depends on our own kernels.
+A kernel may also register ``check=``: ``check(ctx)`` returns why it refuses the node's
+attributes (or None), asked at compile time where no fallback could run the node either,
+so such a node fails at compile rather than at its first run.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Callable, TypeGuard
 import numpy as np
 
 KernelFn = Callable[..., Any]
+CheckFn = Callable[["OpContext"], "str | None"]
 
 _MISSING = object()
 
@@ -66,7 +70,8 @@ class OpContext:
 @dataclass(frozen=True, slots=True)
 class KernelDef:
     """A registered kernel: the function plus the opset range it serves; a custom kernel
-    also keeps its shape and cost rules here (``rules``, see ``kernels/custom.py``)."""
+    also keeps its shape and cost rules here (``rules``, see ``kernels/custom.py``), and
+    ``check`` says at compile time why the kernel refuses a node's attributes."""
 
     op: str
     domain: str
@@ -75,13 +80,14 @@ class KernelDef:
     until: int = 10_000
     out: bool = False
     rules: Any = None
+    check: CheckFn | None = None
 
 
 _REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
 
 
 def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
-             out: bool = False, rules: Any = None) -> Callable[[KernelFn], KernelFn]:
+             out: bool = False, rules: Any = None, check: CheckFn | None = None) -> Callable[[KernelFn], KernelFn]:
     """Decorator: register ``fn`` as the kernel of ``op`` for opsets ``since..until``.
 
     Example:
@@ -93,15 +99,15 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
     def wrap(fn: KernelFn) -> KernelFn:
         defs = _REGISTRY.setdefault((domain, op), [])
         defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
-        defs.append(KernelDef(op, domain, fn, since, until, out, rules))
+        defs.append(KernelDef(op, domain, fn, since, until, out, rules, check))
         return fn
 
     return wrap
 
 
 def update(op: str, domain: str = "", opset: int = 10_000, **changes: Any) -> KernelDef:
-    """Give the registration serving ``op`` at ``opset`` new fields (``rules=``), keeping its
-    function: how a module adds rules to kernels registered elsewhere."""
+    """Give the registration serving ``op`` at ``opset`` new fields (``rules=``, ``check=``),
+    keeping its function: how a module adds rules to kernels registered elsewhere."""
     old = lookup_def(op, domain, opset)
     if old is None:
         raise KeyError(f"no kernel registered for {domain or 'ai.onnx'}::{op} at opset {opset}")
