@@ -19,7 +19,7 @@ import numpy as np
 
 from graphexec.acl._state import STATE, api
 from graphexec.kernels import registry
-from graphexec.kernels.cost import node_cost
+from graphexec.kernels.cost import cube_dtype, node_cost
 from graphexec.runtime import codes
 from graphexec.runtime.codes import acl_error, invalid_param
 from graphexec.runtime.device import Device
@@ -201,7 +201,10 @@ def _registered(dev: Device, s: Stream, op: str, args: tuple, attrs: dict, outpu
         dev.memory.segment(ptr, n)
     cost = _registered_cost(op, ins, outs, attrs)
     start, end = _registered_task(dev, op, fn, ins, outs, attrs)
-    return DeviceTask("kernel", s, name or op, cost.unit, 1, cost.flops, cost.bytes, str(outs[0].dtype),
+    # a cube op's peak rate is its operands' dtype (an int8 GEMM with int32 output runs at the int8 rate)
+    dtype = (cube_dtype(op, [np.dtype(t.dtype).name for t in ins], attrs) if cost.unit == "cube" else None) \
+        or np.dtype(outs[0].dtype).name
+    return DeviceTask("kernel", s, name or op, cost.unit, 1, cost.flops, cost.bytes, dtype,
                       start_fn=start, end_fn=end, meta=_NO_META,
                       reads=ranges[:-outputs], writes=ranges[-outputs:])
 

@@ -217,6 +217,25 @@ def test_launch_registered_kernel_on_tensor_descriptors(rt):
     assert task.unit == "vector" and task.bytes == 72 and task.reads and task.writes
 
 
+def test_launched_int8_gemm_runs_at_the_int8_rate(rt):
+    """A cube kernel's peak rate is its operands' dtype: MatMulInteger int8 x int8 -> int32 runs
+    at the int8 rate, 4x float32's on the ascend910 profile."""
+    s = acl.create_stream()
+    outs = []
+    for op, dt, out in (("MatMulInteger", np.int8, np.int32), ("MatMul", np.float32, np.float32)):
+        ins = [acl.tensor(_upload(np.ones(64 * 64, dt)), dt, (64, 64)) for _ in range(2)]
+        outs.append(acl.tensor(acl.malloc(64 * 64 * 4), out, (64, 64)))
+        acl.launch_kernel(op, 1, s, *ins, outs[-1], flops=1e12)
+    acl.synchronize_stream(s)
+    assert (acl.view(*outs[0]) == 64).all()
+    i8, f32 = _kernels(s.id)
+    p = acl.emulated_device().profile
+    assert (i8.unit, i8.dtype, f32.dtype) == ("cube", "int8", "float32")
+    ratio = p.peak_tflops.cube["int8"] / p.peak_tflops.cube["float32"]
+    busy = lambda k: k.end_t - k.start_t - p.task_overhead_us  # noqa: E731
+    assert busy(f32) == pytest.approx(ratio * busy(i8))
+
+
 def test_launch_callable_with_values_and_cost(rt):
     d = _upload(np.ones(8, np.float32))
     s = acl.create_stream()
