@@ -24,12 +24,30 @@ def _work(x: np.ndarray, op: str, types: tuple = _FLOATS) -> np.ndarray:
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
-@register("MatMul")
-def matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """numpy matmul has exactly ONNX's broadcasting and 1-d promotion rules."""
+@register("MatMul", out=True)
+def matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """numpy matmul has exactly ONNX's broadcasting and 1-d promotion rules; a product of
+    matrices (or stacks of them) in its own dtype goes straight into ``out``."""
     if a.dtype != b.dtype:
         raise Unsupported(f"MatMul: mixed dtypes {a.dtype}/{b.dtype}")
-    return np.matmul(_work(a, "MatMul", _MATMUL_TYPES), _work(b, "MatMul", _MATMUL_TYPES)).astype(a.dtype, copy=False)
+    wa, wb = _work(a, "MatMul", _MATMUL_TYPES), _work(b, "MatMul", _MATMUL_TYPES)
+    shape = _matmul_shape(a, b) if out is not None and wa.dtype == a.dtype else None
+    into = out if shape is not None and fits(out, shape, a.dtype) else None
+    return np.matmul(wa, wb, out=into).astype(a.dtype, copy=False)
+
+
+def _matmul_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
+    """The output shape of matrices (or stacks) ``a @ b``; None for a 1-d operand, or a
+    mismatch numpy should report itself."""
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        return None
+    lead = a.shape[:-2] if b.ndim == 2 or a.shape[:-2] == b.shape[:-2] else None
+    if lead is None:
+        try:
+            lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            return None
+    return (*lead, a.shape[-2], b.shape[-1])
 
 
 @register("Gemm", out=True)
