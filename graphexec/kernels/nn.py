@@ -212,20 +212,59 @@ def dropout(ctx: OpContext, x: np.ndarray, ratio: np.ndarray | None = None,
     return x.copy(), np.ones(x.shape, dtype=bool)
 
 
-def _erfc(z: np.ndarray) -> np.ndarray:
-    """Complementary error function, fractional error < 1.2e-7 everywhere (Numerical Recipes erfcc).
+_ERFC = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+         -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
 
-    Relative accuracy in the tails keeps Gelu of large negative inputs accurate.
-    """
-    a = np.abs(z)
-    t = 1.0 / (1.0 + 0.5 * a)
-    coef = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
-            -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
-    poly = np.zeros_like(t)
-    for c in coef:
-        poly = poly * t + c
-    r = t * np.exp(-a * a + poly)
-    return np.where(z >= 0, r, 2.0 - r)
+
+def _erfc_nonneg(a: np.ndarray) -> np.ndarray:
+    """erfc of float64 ``a >= 0``, fractional error < 1.2e-7 (Numerical Recipes erfcc), in a
+    new array; relative accuracy in the tail keeps Gelu of large negative inputs accurate."""
+    t = a * 0.5
+    t += 1.0
+    np.reciprocal(t, out=t)
+    p = t * _ERFC[0]
+    p += _ERFC[1]
+    for c in _ERFC[2:]:
+        p *= t
+        p += c
+    p -= a * a
+    np.exp(p, out=p)
+    p *= t
+    return p
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    """x Phi(x), Phi(x) = 1 - erfc(x/sqrt2)/2 for x > 0, erfc(-x/sqrt2)/2 otherwise: as one
+    formula, |step(x) - erfc(|x|/sqrt2)/2| (no select: numpy's where on a mixed mask costs more
+    than the rest). float64 needs full precision: math.erfc per element; narrower floats use
+    the fast approximation in float64."""
+    xd = x.astype(np.float64)
+    if x.dtype == np.float64:   # frompyfunc gives an object array
+        e = np.asarray(np.frompyfunc(math.erfc, 1, 1)(-xd / math.sqrt(2)), dtype=np.float64)
+        return 0.5 * xd * e
+    a = np.abs(xd)
+    a *= 1 / math.sqrt(2)
+    h = _erfc_nonneg(a)
+    h *= -0.5
+    h += np.greater(xd, 0.0, out=a)   # a is free again: the step as 0.0 / 1.0
+    np.abs(h, out=h)
+    h *= xd
+    return h
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation for negative x;
+    float32 math for float16/32 (like onnxruntime), float64 for float64."""
+    xw = x.astype(np.float32) if x.dtype == np.float16 else x
+    e = xw * xw
+    e *= 0.044715
+    e += 1.0
+    e *= xw
+    e *= -2.0 * math.sqrt(2 / math.pi)
+    with np.errstate(over="ignore"):
+        np.exp(e, out=e)
+    e += 1.0
+    return np.divide(xw, e, out=e)
 
 
 @register("Gelu", since=20)
@@ -234,18 +273,8 @@ def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     approx = ctx.attr("approximate", "none")
     if x.dtype.type not in _FLOATS:
         raise Unsupported(f"Gelu: dtype {x.dtype}")
-    xd = x.astype(np.float64)
-    if approx == "tanh":
-        u = math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)
-        with np.errstate(over="ignore"):
-            y = xd / (1.0 + np.exp(-2.0 * u))
-    elif approx == "none":
-        z = -xd / math.sqrt(2)
-        # float64 needs full precision: math.erfc per element; narrower floats use the fast approximation
-        # (frompyfunc gives an object array, or a Python float for a rank-0 x)
-        e = (np.asarray(np.frompyfunc(math.erfc, 1, 1)(z), dtype=np.float64)
-             if x.dtype == np.float64 else _erfc(z))
-        y = 0.5 * xd * e
-    else:
+    if approx not in ("tanh", "none"):
         raise Unsupported(f"Gelu: approximate={approx!r}")
-    return np.asarray(y).astype(x.dtype)
+    x1 = x.reshape(1) if x.ndim == 0 else x   # the in-place steps need arrays, not numpy scalars
+    y = _gelu_tanh(x1) if approx == "tanh" else _gelu_erf(x1)
+    return y.reshape(x.shape).astype(x.dtype, copy=False)
