@@ -7,6 +7,10 @@
 - depthwise (one filter per channel): per-channel columns and one batched matmul.
 - grouped: the dense path per group.
 
+With ``exact`` (the integer convolutions' float32 operands) Winograd is left out: its
+transforms round, while every other path only sums the products, which is exact for
+integers whose partial sums stay below 2**24.
+
 The output goes to ``out`` (the output's device bytes) when the executor gives it.
 Filters prepared for a node (Winograd's transform) are cached on its ``OpContext``
 when the filter is a constant of the graph.
@@ -42,8 +46,8 @@ class Geometry:
 
 
 def fast_conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, groups: int,
-              geo: Geometry, out: np.ndarray | None) -> np.ndarray | None:
-    """The convolution, or None when no fast path serves this case."""
+              geo: Geometry, out: np.ndarray | None, exact: bool = False) -> np.ndarray | None:
+    """The convolution, or None when no fast path serves this case; ``exact``: no Winograd."""
     if x.ndim != 4 or x.dtype not in _FAST or w.dtype != x.dtype or (b is not None and b.dtype != x.dtype):
         return None
     n, c = x.shape[:2]
@@ -52,7 +56,7 @@ def fast_conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
     y = out if fits(out, shape, x.dtype) and out.flags.c_contiguous else np.empty(shape, x.dtype)
     for i in range(n):
         if groups == 1:
-            _dense(ctx, x[i], w, geo, y[i])
+            _dense(ctx, x[i], w, geo, y[i], exact)
         elif w.shape[1] == 1 and m == c == groups:
             _depthwise(x[i], w, geo, y[i])
         else:
@@ -62,7 +66,7 @@ def fast_conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
     return y
 
 
-def _dense(ctx: OpContext, x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray) -> None:
+def _dense(ctx: OpContext, x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray, exact: bool) -> None:
     """One image (C, H, W) -> (M, Ho, Wo), groups == 1."""
     m, c = w.shape[:2]
     y2 = y.reshape(m, -1)
@@ -70,7 +74,7 @@ def _dense(ctx: OpContext, x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.nd
             and list(x.shape[1:]) == geo.out:
         _gemm(w.reshape(m, c), x.reshape(c, -1), y2)
         return
-    if geo.kernel == [3, 3] and geo.strides == [1, 1] and geo.dil == [1, 1] \
+    if not exact and geo.kernel == [3, 3] and geo.strides == [1, 1] and geo.dil == [1, 1] \
             and winograd.worth_it(c, m, *geo.out):
         winograd.conv(x, _cached(ctx, "winograd", w, winograd.weights), tuple(geo.begin), y)
         return

@@ -318,3 +318,39 @@ def test_ms_qlinear_conv_channels_last():
     nhwc = [np.ascontiguousarray(x.transpose(0, 2, 3, 1))] + nchw[1:]
     (got,) = check("QLinearConv", nhwc, {**attrs, "channels_last": 1}, domain=MS)
     np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1))
+
+
+# -- float32 or float64 GEMMs: exact either way ---------------------------------------------------------
+
+@pytest.mark.parametrize("k", [258, 259])
+def test_integer_gemm_float32_bound(k):
+    """255 * 255 * 258 is just below 2**24 (float32's exact integers) and runs in float32;
+    259 of them would round there (an odd sum past 2**24), so that GEMM runs in float64."""
+    a, b = np.full((2, k), 255, np.uint8), np.full((k, 3), 255, np.uint8)
+    a[1, 0] = 254
+    inputs = [a, b, np.array(0, np.uint8), np.array(0, np.uint8)]
+    for const in ((), (1, 3)):
+        (y,) = run_ours(one_node("MatMulInteger", inputs, opset=10, const=const), inputs)
+        np.testing.assert_array_equal(y, (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32))
+
+
+@pytest.mark.parametrize("op", ["ConvInteger", "QLinearConv"])
+def test_constant_filters_are_cached(op):
+    """Filters as initializers are shifted and converted once: three runs on new inputs,
+    each equal to onnxruntime (a 1x1, a 3x3 and a depthwise conv, and a bias past 2**24)."""
+    for ws, attrs in [((8, 6, 1, 1), {}), ((8, 6, 3, 3), {"pads": [1, 1, 1, 1]}), ((6, 1, 3, 3), {"group": 6})]:
+        x, w, m = q((1, 6, 9, 9)), q(ws, np.int8), ws[0]
+        if op == "ConvInteger":
+            inputs, const = [x, w, np.array(7, np.uint8), np.array(0, np.int8)], (1, 3)
+        else:
+            bias = RNG.integers(-3000, 3000, (m,)).astype(np.int32)
+            bias[0] = (1 << 25) + 1
+            inputs = [x, np.array(0.03, np.float32), np.array(110, np.uint8), w, pos(m) / 10, np.zeros(m, np.int8),
+                      np.array(0.2, np.float32), np.array(125, np.uint8), bias]
+            const = (3, 4, 5, 8)
+        model = one_node(op, inputs, attrs, opset=10, const=const)
+        session = gx.Session(gx.load(model))
+        for _ in range(3):
+            inputs[0] = q(x.shape)
+            got = session.run(_feeds(model, inputs)).outputs
+            np.testing.assert_array_equal(got["y0"], run_ort(model, inputs)[0])
