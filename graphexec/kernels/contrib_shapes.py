@@ -1,4 +1,5 @@
-"""Output types of the float com.microsoft ops, and of ORT's SimplifiedLayerNormalization
+"""Output types of the float com.microsoft ops (the attention ops' rules are in
+contrib_attention_shapes.py), DynamicQuantizeLSTM, and ORT's SimplifiedLayerNormalization
 and pre-17 LayerNormalization in the ONNX domain: onnx's shape inference knows none of
 them, so without these rules their outputs, and everything downstream, stay dynamic (no
 planned memory, degraded costs).
@@ -11,7 +12,6 @@ inputs the kernel refuses, an unknown dim for a runtime size (GroupQueryAttentio
 
 from __future__ import annotations
 
-from functools import wraps
 from typing import Any, Callable
 
 import numpy as np
@@ -25,55 +25,32 @@ from graphexec.kernels import (  # noqa: F401  (the kernels register before thei
     contrib_norm,
     contrib_rotary,
     registry,
+    rnn,
 )
-from graphexec.kernels.contrib_util import DOMAIN
+from graphexec.kernels.contrib_attention_shapes import attention, group_query_attention, multi_head_attention
+from graphexec.kernels.contrib_util import DOMAIN, Shape, T, Types, like, safe_rule, static
 from graphexec.kernels.conv import spatial_ints, window_geometry
 from graphexec.kernels.custom import CustomKernel
-from graphexec.kernels.registry import OpContext, Unsupported
+from graphexec.kernels.registry import OpContext
 
-T = TensorType | None
-Shape = tuple[int, ...]
-Types = TensorType | list[TensorType]
 _F32 = np.dtype(np.float32)
 _I32 = np.dtype(np.int32)
 
 
-def _safe(rule: Callable[..., Types]) -> Callable[..., Types]:
-    @wraps(rule)
-    def safe(*ins: T, **attrs: Any) -> Types:
-        try:
-            return rule(*ins, **attrs)
-        except (ValueError, IndexError, TypeError, KeyError, AttributeError, ZeroDivisionError, Unsupported):
-            return TensorType()
-
-    return safe
-
-
-def _s(t: T) -> Shape:
-    """The static shape of a present input (rules run on static inputs only)."""
-    if t is None or t.shape is None:
-        raise ValueError("input omitted")
-    return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
-
-
-def _like(x: TensorType, shape: Shape | None = None) -> TensorType:
-    return TensorType(x.dtype, _s(x) if shape is None else shape)
-
-
 # --- activations and normalizations --------------------------------------------------------------
 
-@_safe
+@safe_rule
 def like_input(x: TensorType, *rest: T, **attrs: Any) -> Types:
     """Gelu, BiasGelu, FastGelu, QuickGelu, BiasAdd, BiasSoftmax, RotaryEmbedding: x's type."""
-    return _like(x)
+    return like(x)
 
 
-@_safe
+@safe_rule
 def bias_split_gelu(x: TensorType, *rest: T, **attrs: Any) -> Types:
-    s = _s(x)
+    s = static(x)
     if s[-1] % 2:
         raise ValueError("odd last dim")
-    return _like(x, s[:-1] + (s[-1] // 2,))
+    return like(x, s[:-1] + (s[-1] // 2,))
 
 
 def _stat(s: Shape, axis: int) -> Shape:
@@ -82,34 +59,34 @@ def _stat(s: Shape, axis: int) -> Shape:
     return s[:a] + (1,) * (len(s) - a)
 
 
-@_safe
+@safe_rule
 def simplified_layer_norm(x: TensorType, scale: TensorType, **attrs: Any) -> Types:
     """Y (x broadcast with scale), inv_std_var (float32)."""
-    s = _s(x)
-    return [_like(x, np.broadcast_shapes(s, _s(scale))), TensorType(_F32, _stat(s, int(attrs.get("axis", -1))))]
+    s = static(x)
+    return [like(x, np.broadcast_shapes(s, static(scale))), TensorType(_F32, _stat(s, int(attrs.get("axis", -1))))]
 
 
-@_safe
+@safe_rule
 def layer_norm(x: TensorType, scale: TensorType, *rest: T, **attrs: Any) -> Types:
     """Y, Mean, InvStdDev (float32), as LayerNormalization-17."""
-    s = _s(x)
+    s = static(x)
     stat = TensorType(_F32, _stat(s, int(attrs.get("axis", -1))))
-    return [_like(x, np.broadcast_shapes(s, _s(scale))), stat, stat]
+    return [like(x, np.broadcast_shapes(s, static(scale))), stat, stat]
 
 
-@_safe
+@safe_rule
 def skip_layer_norm(x: TensorType, *rest: T, **attrs: Any) -> Types:
     """output, mean, inv_std_var (float32, over the hidden axis), input_skip_bias_sum."""
-    s = _s(x)
+    s = static(x)
     stat = TensorType(_F32, s[:-1] + (1,))
-    return [_like(x), stat, stat, _like(x)]
+    return [like(x), stat, stat, like(x)]
 
 
-@_safe
+@safe_rule
 def embed_layer_norm(ids: TensorType, segment_ids: T, word: TensorType, *rest: T, **attrs: Any) -> Types:
     """output (B, S, hidden), mask_index (B,) int32, embedding_sum (B, S, hidden)."""
-    b, s = _s(ids)
-    hidden = _s(word)[1]
+    b, s = static(ids)
+    hidden = static(word)[1]
     y = TensorType(word.dtype, (b, s, hidden))
     return [y, TensorType(_I32, (b,)), y]
 
@@ -134,35 +111,35 @@ def _prepared(s: Shape, batch: bool, last: bool) -> Shape:
 
 
 def _fused_matmul(a: TensorType, b: TensorType, attrs: dict[str, Any], batches: bool) -> Types:
-    sa, sb = _s(a), _s(b)
+    sa, sb = static(a), static(b)
     ba, bb = (bool(attrs.get("transBatchA", 0)), bool(attrs.get("transBatchB", 0))) if batches else (False, False)
     if (ba or bb) and not (len(sa) == len(sb) >= 3):
         raise ValueError("transBatch needs one rank >= 3")
-    return _like(a, matmul_shape(_prepared(sa, ba, bool(attrs.get("transA", 0))),
+    return like(a, matmul_shape(_prepared(sa, ba, bool(attrs.get("transA", 0))),
                                  _prepared(sb, bb, bool(attrs.get("transB", 0)))))
 
 
-@_safe
+@safe_rule
 def fused_matmul(a: TensorType, b: TensorType, **attrs: Any) -> Types:
     return _fused_matmul(a, b, attrs, True)
 
 
-@_safe
+@safe_rule
 def transpose_matmul(a: TensorType, b: TensorType, **attrs: Any) -> Types:
     return _fused_matmul(a, b, attrs, False)
 
 
-@_safe
+@safe_rule
 def fused_gemm(a: TensorType, b: TensorType, *rest: T, **attrs: Any) -> Types:
-    sa, sb = _s(a), _s(b)
+    sa, sb = static(a), static(b)
     if len(sa) != 2 or len(sb) != 2:
         raise ValueError("Gemm takes 2-D operands")
-    return _like(a, (sa[1] if attrs.get("transA", 0) else sa[0], sb[0] if attrs.get("transB", 0) else sb[1]))
+    return like(a, (sa[1] if attrs.get("transA", 0) else sa[0], sb[0] if attrs.get("transB", 0) else sb[1]))
 
 
-@_safe
+@safe_rule
 def gemm_fast_gelu(x: TensorType, w: TensorType, *rest: T, **attrs: Any) -> Types:
-    return _like(x, matmul_shape(_s(x), _s(w)))
+    return like(x, matmul_shape(static(x), static(w)))
 
 
 def _conv_shape(x: Shape, w: Shape, attrs: dict[str, Any]) -> Shape:
@@ -176,99 +153,26 @@ def _conv_shape(x: Shape, w: Shape, attrs: dict[str, Any]) -> Shape:
     return (x[0], w[0]) + tuple(out)
 
 
-@_safe
+@safe_rule
 def fused_conv(x: TensorType, w: TensorType, b: T = None, z: T = None, **attrs: Any) -> Types:
-    y = _conv_shape(_s(x), _s(w), attrs)
-    return _like(x, y if z is None else tuple(np.broadcast_shapes(y, _s(z))))
+    y = _conv_shape(static(x), static(w), attrs)
+    return like(x, y if z is None else tuple(np.broadcast_shapes(y, static(z))))
 
 
-@_safe
+@safe_rule
 def nhwc_conv(x: TensorType, w: TensorType, *rest: T, **attrs: Any) -> Types:
     first = lambda s: (s[0], s[-1]) + s[1:-1]  # noqa: E731  channels-last -> channels-first
-    y = _conv_shape(first(_s(x)), first(_s(w)), attrs)
-    return _like(x, (y[0],) + y[2:] + (y[1],))
+    y = _conv_shape(first(static(x)), first(static(w)), attrs)
+    return like(x, (y[0],) + y[2:] + (y[1],))
 
 
-# --- attention ------------------------------------------------------------------------------------
-
-def _heads(attrs: dict[str, Any], key: str = "num_heads") -> int:
-    n = int(attrs[key])
-    if n < 1:
-        raise ValueError(f"{key} {n}")
-    return n
-
-
-def _split(d: int, n: int) -> int:
-    """The head size of a hidden size ``d`` split over ``n`` heads."""
-    if d % n:
-        raise ValueError(f"{d} does not split over {n} heads")
-    return d // n
-
-
-@_safe
-def attention(x: TensorType, w: TensorType, bias: T = None, mask: T = None, past: T = None, *rest: T,
-              **attrs: Any) -> Types:
-    """output (B, S, D_v), present (2, B, N, P + S, H)."""
-    b, s, _ = _s(x)
-    n = _heads(attrs)
-    d_all = _s(w)[1]
-    dq, dk, dv = [int(v) for v in attrs.get("qkv_hidden_sizes", [])] or [d_all // 3] * 3
-    if dq != dk or dq + dk + dv != d_all or dv % n or dk % n:
-        raise ValueError("qkv_hidden_sizes do not split the weights")
-    out = _like(x, (b, s, dv))
-    if dk != dv:
-        return [out, TensorType()]    # K and V do not stack into a present
-    p = 0 if past is None else _s(past)[3]
-    return [out, _like(x, (2, b, n, p + s, dk // n))]
-
-
-def _mha_kv(q: Shape, key: T, value: T, n: int) -> tuple[Shape, Shape]:
-    """K and V as (B, N, L, H) from MultiHeadAttention's input forms (after ``_mha_inputs``)."""
-    if len(q) == 5:  # packed QKV (B, S, N, 3, H)
-        kv = (q[0], q[2], q[1], q[4])
-        return kv, kv
-    k = _s(key)
-    if len(k) == 5:  # packed KV (B, L, N, 2, H)
-        kv = (k[0], k[2], k[1], k[4])
-        return kv, kv
-    v = _s(value)
-    if len(k) == 4:  # already BNSH
-        return k, v
-    return (k[0], n, k[1], _split(k[2], n)), (v[0], n, v[1], _split(v[2], n))
-
-
-@_safe
-def multi_head_attention(query: TensorType, key: T = None, value: T = None, bias: T = None, kpm: T = None,
-                         attn_bias: T = None, past_key: T = None, past_value: T = None, *rest: T,
-                         **attrs: Any) -> Types:
-    """output (B, S, N * H_v), present_key/value (B, N, P + L, H), qk (B, N, S, P + L)."""
-    q = _s(query)
-    n = _heads(attrs)
-    if len(q) not in (3, 5):
-        raise ValueError("query rank")
-    b, s = q[:2]
-    h = q[4] if len(q) == 5 else _split(q[2], n)
-    k, v = _mha_kv(q, key, value, n)
-    if past_key is not None and past_value is not None:
-        pk, pv = _s(past_key), _s(past_value)
-        k, v = k[:2] + (pk[2] + k[2],) + k[3:], v[:2] + (pv[2] + v[2],) + v[3:]
-    if k[3] != h:
-        raise ValueError("key head size differs from the query's")
-    heads = tuple(np.broadcast_shapes((b, n), k[:2], v[:2]))
-    return [_like(query, (b, s, heads[1] * v[3])), _like(query, k), _like(query, v),
-            _like(query, heads + (s, k[2]))]
-
-
-@_safe
-def group_query_attention(query: TensorType, key: T = None, value: T = None, past_key: T = None,
-                          *rest: T, **attrs: Any) -> Types:
-    """output (B, S, N * H); present_key/value (B, K, ?, H) and output_qk (B, N, S, ?): their
-    length is total_sequence_length's value (or the past buffer's, if longer)."""
-    b, s, d = _s(query)
-    n, kv = _heads(attrs), _heads(attrs, "kv_num_heads")
-    h = _split(d, n + 2 * kv) if key is None else _split(d, n)
-    present = TensorType(query.dtype, (b, kv, None, h))
-    return [_like(query, (b, s, n * h)), present, present, TensorType(query.dtype, (b, n, s, None))]
+@safe_rule
+def dynamic_quantize_lstm(x: TensorType, w: TensorType, r: TensorType, *rest: T, **attrs: Any) -> Types:
+    """Y (seq, dirs, batch, H), Y_h and Y_c (dirs, batch, H), X's float32 (no layout: opset 1)."""
+    seq, batch, _ = static(x)
+    dirs, hidden = (2 if attrs.get("direction") == "bidirectional" else 1), static(r)[1]
+    state = like(x, (dirs, batch, hidden))
+    return [like(x, (seq, dirs, batch, hidden)), state, state]
 
 
 # --- registration ---------------------------------------------------------------------------------
@@ -285,6 +189,7 @@ RULES: dict[tuple[str, str], Callable[..., Types]] = {
     (DOMAIN, "FusedConv"): fused_conv, (DOMAIN, "NhwcConv"): nhwc_conv,
     (DOMAIN, "Attention"): attention, (DOMAIN, "MultiHeadAttention"): multi_head_attention,
     (DOMAIN, "GroupQueryAttention"): group_query_attention,
+    (DOMAIN, "DynamicQuantizeLSTM"): dynamic_quantize_lstm,
     ("", "SimplifiedLayerNormalization"): simplified_layer_norm,
     ("", "LayerNormalization"): layer_norm,   # ORT's, before onnx's LayerNormalization-17
 }

@@ -7,11 +7,13 @@ has no fallback: it fails with an error naming the op and the node instead of ra
 
 from __future__ import annotations
 
+from functools import wraps
 from typing import Any, Callable, NoReturn
 
 import numpy as np
 
 from graphexec.errors import UnsupportedOpError
+from graphexec.ir import TensorType
 from graphexec.kernels.registry import OpContext, Unsupported
 
 DOMAIN = "com.microsoft"
@@ -92,3 +94,35 @@ def reuse(ctx: OpContext, fn: Callable[..., Any], inner: OpContext, *args: Any, 
         return fn(inner, *args, **kw)
     except Unsupported as e:
         refuse(ctx, str(e))
+
+
+# --- for the shape rules (contrib_shapes.py) ----------------------------------------------------
+
+T = TensorType | None   # an input's type; None where an optional input is omitted
+Shape = tuple[int, ...]
+Types = TensorType | list[TensorType]
+
+
+def safe_rule(rule: Callable[..., Types]) -> Callable[..., Types]:
+    """A shape rule that gives ``TensorType()`` (unknown) where the inputs do not fit it."""
+
+    @wraps(rule)
+    def safe(*ins: T, **attrs: Any) -> Types:
+        try:
+            return rule(*ins, **attrs)
+        except (ValueError, IndexError, TypeError, KeyError, AttributeError, ZeroDivisionError, Unsupported):
+            return TensorType()
+
+    return safe
+
+
+def static(t: T) -> Shape:
+    """The static shape of a present input (rules run on static inputs only)."""
+    if t is None or t.shape is None:
+        raise ValueError("input omitted")
+    return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+
+
+def like(x: TensorType, shape: Shape | None = None) -> TensorType:
+    """``x``'s dtype with ``shape`` (x's own by default)."""
+    return TensorType(x.dtype, static(x) if shape is None else shape)

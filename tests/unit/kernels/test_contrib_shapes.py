@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from contrib_oracle import one_node, rand
 from onnx import TensorProto, helper, numpy_helper
 
@@ -93,3 +94,18 @@ def test_a_rule_without_a_cost_rule_keeps_the_contrib_cost():
     c = CostInput([(2, 3, 5, 4), (2, 3, 6, 5)], [(2, 3, 4, 6)], 0, 0, {"transA": 1, "transB": 1})
     assert lookup_custom("FusedMatMul", MS) is not None
     assert custom_cost("FusedMatMul", MS, c) is None   # node_cost's com.microsoft rule applies
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_dynamic_quantize_lstm_outputs_are_the_kernels(direction):
+    from test_rnn import make_model, quantized_case
+
+    ins = quantized_case(True, False, direction, [6, 2, 4])
+    model = make_model("DynamicQuantizeLSTM", ins, ["Y", "Y_h", "Y_c"], {"hidden_size": 4, "direction": direction},
+                       domain=MS)
+    feeds = {n: v for n, v in ins if v is not None}
+    session = gx.Session(gx.load(model))
+    outs = session.run(feeds).outputs
+    for name in ("Y", "Y_h", "Y_c"):
+        t = session.compiled.graph.values[name].type
+        assert t.is_static and (t.dtype, t.shape) == (outs[name].dtype, outs[name].shape), name
