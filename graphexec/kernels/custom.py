@@ -63,6 +63,7 @@ class CustomKernel:
     shape: ShapeRule
     cost: CostRule
     positional: bool = False
+    user: bool = False   # registered with gx.kernel: a bare op name in YAML finds it (built-ins need their domain)
 
 
 def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
@@ -82,7 +83,7 @@ def kernel(op: str, *, shape: ShapeRule = None, cost: CostRule = None,
         raise GraphExecError(f"custom kernel {op!r} needs its own domain, not the ONNX one")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        spec = CustomKernel(op, domain, fn, shape, cost)
+        spec = CustomKernel(op, domain, fn, shape, cost, user=True)
         registry.register(op, domain, rules=spec)(lambda ctx, *xs: _run(spec, ctx.attrs, xs))
         return fn
 
@@ -96,8 +97,10 @@ def lookup_custom(op: str, domain: str, opset: int = 10_000) -> CustomKernel | N
 
 
 def domains_of(op: str) -> list[str]:
-    """The custom domains that define ``op``, sorted: how a bare ``op:`` is resolved."""
-    return sorted({d.domain for d in registry.definitions() if d.op == op and isinstance(d.rules, CustomKernel)})
+    """The domains of the user's kernels that define ``op``, sorted: how a bare ``op:`` is
+    resolved (a built-in contrib op is named with its domain, as in ONNX)."""
+    return sorted({d.domain for d in registry.definitions()
+                   if d.op == op and isinstance(d.rules, CustomKernel) and d.rules.user})
 
 
 def _run(spec: CustomKernel, attrs: dict[str, Any], inputs: tuple) -> tuple[np.ndarray, ...]:

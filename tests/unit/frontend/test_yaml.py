@@ -92,6 +92,8 @@ def test_document_problems(text, expected):
 @pytest.mark.parametrize("old,new,expected", [
     ("op: MatMul", "op: MatMull", "g.yaml:10:16: node 'mm': unknown op 'MatMull'; closest known: MatMul, "
                                   "QLinearMatMul, Mul"),
+    # a built-in contrib op is named with its domain, as in ONNX (only the user's kernels resolve bare)
+    ("op: MatMul", "op: FusedMatMul", "g.yaml:10:16: node 'mm': unknown op 'FusedMatMul'; closest known: MatMul"),
     ("op: MatMul", "op: Xyzzy", "g.yaml:10:16: node 'mm': unknown op 'Xyzzy'; no ONNX op or registered kernel "
                                 "has a similar name"),
     ("op: Add", "op: Gelu", "g.yaml:11:17: node add (Gelu): op 'Gelu' is not in opset 17 (it exists from opset 20)"),
@@ -108,6 +110,10 @@ def test_document_problems(text, expected):
                                          "ascend910b (or give a .yaml/.yml profile path)"),
     ("shape: [3, 4]", "shape: [4, 3]", None),
 ])
+def test_a_contrib_op_with_its_domain_is_fine():
+    assert problems(GOOD.replace("op: MatMul", "op: FusedMatMul, domain: com.microsoft", 1)) == []
+
+
 def test_graph_problems(old, new, expected):
     text = GOOD.replace(old, new, 1).replace("inputs: [a]", "inputs: [h]" if new == "outputs: [h]}" else "inputs: [a]")
     if expected is None:  # the value list reshaped to [4, 3] makes MatMul's inputs disagree
