@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from graphexec.kernels.registry import OpContext, Unsupported, register
-from graphexec.kernels.rnn_cells import Act, Recurrence, gru_loop, lstm_loop, resolve, rnn_loop, stacked
+from graphexec.kernels.rnn_cells import Act, Recurrence, RecurrenceInto, gru_loop, lstm_loop, resolve, rnn_loop, stacked
 
 # float16 is computed in float32, the others in themselves
 _COMPUTE: dict[np.dtype, np.dtype] = {np.dtype(np.float16): np.dtype(np.float32),
@@ -188,6 +188,12 @@ def _plain(rt: np.ndarray) -> Recurrence:
     return lambda h, t: h @ rt
 
 
+def _plain_into(rt: np.ndarray) -> RecurrenceInto:
+    def rec(h: np.ndarray, out: np.ndarray) -> None:
+        np.matmul(h, rt, out=out)
+    return rec
+
+
 def _peepholes(s: Setup, p: np.ndarray | None) -> np.ndarray | None:
     """P [dirs, 3H] as [3 (i, o, f), dirs, 1, H], to broadcast over the batch."""
     if p is None:
@@ -206,7 +212,8 @@ def lstm(ctx: OpContext, x: np.ndarray, w: np.ndarray, r: np.ndarray, b: np.ndar
     wts = _cached(ctx, f"w{s.dt}", ((1, w), (2, r), (3, b)), lambda: _weights(s, w, r, b, 4))
     f, g, h = _acts(ctx, "LSTM", s)
     ys, hn, cn = lstm_loop(_project(s, s.x, wts), _plain(wts.rt), _state(s, h0), _state(s, c0),
-                           _peepholes(s, p), (f, g, h), s.clip, bool(ctx.attr("input_forget", 0)), s.active)
+                           _peepholes(s, p), (f, g, h), s.clip, bool(ctx.attr("input_forget", 0)), s.active,
+                           _plain_into(wts.rt))
     return _finish(ctx, s, ys, hn, cn)
 
 
@@ -246,6 +253,36 @@ def fake_quant(x: np.ndarray, axes: tuple[int, ...] | None = None) -> np.ndarray
     return ((q - zp) * scale).astype(np.float32)
 
 
+def _fake_quant_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``fake_quant(x, (1, 2))`` into ``out``: the same float32 operations, with each
+    direction's scale and zero point worked out on numpy float32 scalars (the per-step
+    cost of a DynamicQuantizeLSTM is mostly numpy calls on small arrays)."""
+    d = x.shape[0]
+    flat = x.reshape(d, -1)
+    scales, zps = [], []
+    for lo, hi in zip(flat.min(axis=1), flat.max(axis=1)):
+        lo, hi = min(lo, _ZERO), max(hi, _ZERO)
+        scale = (hi - lo) / np.float32(255) if hi > lo else np.float32(1)
+        zp = -lo / scale
+        if not (0 < scale <= _F32_MAX and zp <= _F32_MAX):   # NaN, inf, a scale that underflows
+            np.copyto(out, fake_quant(x, (1, 2)))           # the array version's edge cases
+            return out
+        scales.append(scale)
+        zps.append(np.float32(min(max(round(float(zp)), 0), 255)))   # rint of the clipped value
+    sc: Any = scales[0] if d == 1 else np.array(scales, np.float32).reshape(d, 1, 1)
+    zp: Any = zps[0] if d == 1 else np.array(zps, np.float32).reshape(d, 1, 1)
+    np.divide(x, sc, out=out)
+    np.rint(out, out=out)
+    out += zp
+    np.clip(out, 0, 255, out=out)
+    out -= zp
+    out *= sc
+    return out
+
+
+_F32_MAX, _ZERO = float(np.finfo(np.float32).max), np.float32(0)
+
+
 def _dequantize(w: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, dirs: int) -> np.ndarray:
     """Quantized [dirs, K, 4H] weights as float32, per direction or per output column."""
     sc = np.asarray(scale, np.float32).reshape(dirs, 1, -1)
@@ -259,6 +296,15 @@ def _quantized_rec(s: Setup, rt: np.ndarray) -> Recurrence:
     def rec(h: np.ndarray, t: int) -> np.ndarray:
         seen = h if s.active is None or t == 0 else np.where(s.active[t - 1], h, 0)
         return fake_quant(seen, (1, 2)) @ rt
+    return rec
+
+
+def _quantized_into(rt: np.ndarray, shape: tuple[int, ...]) -> RecurrenceInto:
+    """``_quantized_rec`` writing into the gates' array (every sequence runs to the end)."""
+    hq = np.empty(shape, np.float32)
+
+    def rec(h: np.ndarray, out: np.ndarray) -> None:
+        np.matmul(_fake_quant_into(h, hq) if h.size else fake_quant(h, (1, 2)), rt, out=out)
     return rec
 
 
@@ -286,6 +332,7 @@ def dynamic_quantize_lstm(ctx: OpContext, x: np.ndarray, w: np.ndarray, r: np.nd
     wts = _cached(ctx, "wq", args, make)
     acts = _acts(ctx, "LSTM", s)
     xw = _project(s, fake_quant(s.x[:s.steps]), wts)
-    ys, hn, cn = lstm_loop(xw, _quantized_rec(s, wts.rt), _state(s, h0), _state(s, c0), _peepholes(s, p),
-                           (acts[0], acts[1], acts[2]), s.clip, bool(ctx.attr("input_forget", 0)), s.active)
+    h, c = _state(s, h0), _state(s, c0)
+    ys, hn, cn = lstm_loop(xw, _quantized_rec(s, wts.rt), h, c, _peepholes(s, p), (acts[0], acts[1], acts[2]),
+                           s.clip, bool(ctx.attr("input_forget", 0)), s.active, _quantized_into(wts.rt, h.shape))
     return _finish(ctx, s, ys, hn, cn)

@@ -19,6 +19,7 @@ import numpy as np
 
 Act = Callable[[np.ndarray], np.ndarray]
 Recurrence = Callable[[np.ndarray, int], np.ndarray]   # (h, step) -> h @ R^T per direction
+RecurrenceInto = Callable[[np.ndarray, np.ndarray], None]   # (h, out): out = h @ R^T per direction
 
 # which of (alpha, beta) each activation takes, and the defaults of the ONNX ops they name
 _TAKES = {"relu": (False, False), "tanh": (False, False), "sigmoid": (False, False),
@@ -139,12 +140,17 @@ def _emit(ys: np.ndarray, t: int, active: np.ndarray | None, new: np.ndarray, ol
 
 def lstm_loop(xw: np.ndarray, rec: Recurrence, h: np.ndarray, c: np.ndarray, p: np.ndarray | None,
               acts: tuple[Act, Act, Act], clip: float | None, input_forget: bool,
-              active: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              active: np.ndarray | None, rec_into: RecurrenceInto | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """LSTM over ``xw`` [steps, dirs, batch, 4H] (gates i, o, f, c; biases folded in).
 
     ``p`` is the peepholes [3, dirs, 1, H] (i, o, f) or None. Returns Y in processing
-    order [steps, dirs, batch, H] and the final h and c [dirs, batch, H].
+    order [steps, dirs, batch, H] and the final h and c [dirs, batch, H]. ``rec_into``,
+    ``rec`` writing into a given array, lets the common case (no peepholes, no coupled
+    forget gate, every sequence to the end) run ``_lstm_plain``.
     """
+    if rec_into is not None and p is None and not input_forget and active is None:
+        return _lstm_plain(xw, rec_into, h, c, acts, clip)
     n = h.shape[-1]
     f, g, hh = acts
     ys = _outputs(xw, h, active)
@@ -165,6 +171,30 @@ def lstm_loop(xw: np.ndarray, rec: Recurrence, h: np.ndarray, c: np.ndarray, p: 
         h_new = o * hh(c_new.copy())
         c = c_new if active is None else np.where(active[t], c_new, c)
         h = _emit(ys, t, active, h_new, h)
+    return ys, h, c
+
+
+def _lstm_plain(xw: np.ndarray, rec_into: RecurrenceInto, h: np.ndarray, c: np.ndarray,
+                acts: tuple[Act, Act, Act], clip: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``lstm_loop``'s common case, the same operations on the same values (so the same bits)
+    with fewer temporaries: the gates reuse one array, ``c`` (a fresh array of the caller's)
+    is updated in place and h is written straight into its row of Y."""
+    n = h.shape[-1]
+    f, g, hh = acts
+    ys = np.empty((xw.shape[0],) + h.shape, h.dtype)
+    gates = np.empty(xw.shape[1:], xw.dtype)
+    cell = np.empty(h.shape, h.dtype)
+    for t in range(xw.shape[0]):
+        rec_into(h, gates)
+        gates += xw[t]
+        iof = f(_clip(gates[..., :3 * n], clip))
+        i, o, fg = iof[..., :n], iof[..., n:2 * n], iof[..., 2 * n:]
+        cand = g(_clip(gates[..., 3 * n:], clip))
+        np.multiply(i, cand, out=cand)
+        np.multiply(fg, c, out=c)
+        c += cand                           # fg * c + i * cand, the sum commutes bit for bit
+        np.copyto(cell, c)
+        h = np.multiply(o, hh(cell), out=ys[t])
     return ys, h, c
 
 
