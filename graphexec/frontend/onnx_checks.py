@@ -91,6 +91,8 @@ def check_text(model: onnx.ModelProto, where: str) -> None:
     graphs = [model.graph]
     while graphs:  # depth was checked first, so this list stays small
         g = graphs.pop()
+        if not isinstance(g.name, str):
+            raise bad("graph name", g.name)
         for vi in (*g.input, *g.output, *g.value_info, *g.initializer):
             if not isinstance(vi.name, str):
                 raise bad("value name", vi.name)

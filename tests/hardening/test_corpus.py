@@ -29,6 +29,18 @@ def _onnx(name: str, data: bytes | onnx.ModelProto) -> Callable[[Path], list]:
     return lambda d: ["run", B.write(d, name, data)]
 
 
+def _if_model() -> onnx.ModelProto:
+    """y = If(x > 0) Relu(x) else Neg(x): subgraphs with their own graph names."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [])
+    branch = lambda op, out: helper.make_graph(  # noqa: E731
+        [mk(op, ["x"], [out])], f"{op.lower()}_branch", [], [helper.make_tensor_value_info(out, 1, [])])
+    nodes = [mk("Greater", ["x", "zero"], ["c"]),
+             mk("If", ["c"], ["y"], then_branch=branch("Relu", "t"), else_branch=branch("Neg", "e"))]
+    g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", 1, [])],
+                          [helper.make_tensor("zero", onnx.TensorProto.FLOAT, [], [0.0])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def _yaml(text: str | bytes, command: str = "run") -> Callable[[Path], list]:
     return lambda d: [command, B.write(d, "g.yaml", text)]
 
@@ -104,6 +116,8 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
      "{d}/m.onnx: not a valid ONNX file: its messages nest deeper than protobuf parses "
      "(subgraphs may nest at most 24 levels)"),
     # found by the fuzzers (test_fuzz.py), each fixed where it belongs
+    ("fuzz_subgraph_name_not_utf8", _onnx("m.onnx", B.flip_in(_if_model().SerializeToString(), b"neg_branch", 0, 7)),
+     "{d}/m.onnx: not a valid ONNX file: graph name b'\\xeeeg_branch' is not UTF-8 text"),
     ("fuzz_name_not_utf8", _onnx("m.onnx", B.flip_in(RELU, b"\n\x01y\x12", 2, 7)),
      "{d}/m.onnx: not a valid ONNX file: value name b'\\xf9' is not UTF-8 text"),
     ("fuzz_unknown_elem_type", _onnx("m.onnx", B.with_elem_type(29)),
