@@ -119,7 +119,6 @@ class Controller:
             formal = [n for n in g.inputs if n not in outside]
             self.bodies.append(Body(g, f"{node.name}/{attr}/", formal, outside,
                                     replace(body_opts, external=frozenset(outside)), compile_body))
-
         self._prebuild(graph)
 
     def _prebuild(self, graph: Graph) -> None:
@@ -138,6 +137,7 @@ class Controller:
 
     def start(self, parent: "ExecContext", task: Task) -> "ControlRun":
         return RUNS["Scan8" if self.scan8 else self.node.op](self, parent, task)
+
 
 def _formal_types(node: Node, inputs: list[TensorType | None], n_formal: int) -> list[TensorType | None]:
     """The types of a body's formal inputs as the node's input types give them."""
