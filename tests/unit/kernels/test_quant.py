@@ -337,20 +337,24 @@ def test_integer_gemm_float32_bound(k):
 @pytest.mark.parametrize("op", ["ConvInteger", "QLinearConv"])
 def test_constant_filters_are_cached(op):
     """Filters as initializers are shifted and converted once: three runs on new inputs,
-    each equal to onnxruntime (a 1x1, a 3x3 and a depthwise conv, and a bias past 2**24)."""
+    each equal to onnxruntime (a 1x1, a 3x3 and a depthwise conv, and a bias past 2**24).
+    Its own generator: the shared RNG's stream feeds test_contrib_quant's cases."""
+    rng = np.random.default_rng(11)
     for ws, attrs in [((8, 6, 1, 1), {}), ((8, 6, 3, 3), {"pads": [1, 1, 1, 1]}), ((6, 1, 3, 3), {"group": 6})]:
-        x, w, m = q((1, 6, 9, 9)), q(ws, np.int8), ws[0]
+        m = ws[0]
+        x, w = rng.integers(0, 256, (1, 6, 9, 9)).astype(np.uint8), rng.integers(-128, 128, ws).astype(np.int8)
         if op == "ConvInteger":
             inputs, const = [x, w, np.array(7, np.uint8), np.array(0, np.int8)], (1, 3)
         else:
-            bias = RNG.integers(-3000, 3000, (m,)).astype(np.int32)
+            bias = rng.integers(-3000, 3000, (m,)).astype(np.int32)
             bias[0] = (1 << 25) + 1
-            inputs = [x, np.array(0.03, np.float32), np.array(110, np.uint8), w, pos(m) / 10, np.zeros(m, np.int8),
+            inputs = [x, np.array(0.03, np.float32), np.array(110, np.uint8), w,
+                      rng.uniform(0.001, 0.02, m).astype(np.float32), np.zeros(m, np.int8),
                       np.array(0.2, np.float32), np.array(125, np.uint8), bias]
             const = (3, 4, 5, 8)
         model = one_node(op, inputs, attrs, opset=10, const=const)
         session = gx.Session(gx.load(model))
         for _ in range(3):
-            inputs[0] = q(x.shape)
+            inputs[0] = rng.integers(0, 256, x.shape).astype(np.uint8)
             got = session.run(_feeds(model, inputs)).outputs
             np.testing.assert_array_equal(got["y0"], run_ort(model, inputs)[0])
