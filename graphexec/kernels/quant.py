@@ -89,9 +89,10 @@ def expand_param(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int = 
 
 
 def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = True,
-             inplace: bool = False) -> np.ndarray:
+             inplace: bool = False, nan_free: bool = False) -> np.ndarray:
     """``v`` (already divided by the scale) plus ``zp``, rounded and saturated into ``dtype``;
-    ``inplace`` lets it overwrite ``v`` (a temporary of the caller's) instead of a copy."""
+    ``inplace`` lets it overwrite ``v`` (a temporary of the caller's) instead of a copy, and
+    ``nan_free`` (the caller knows ``v`` holds no NaN) skips the pass that looks for one."""
     if dtype in INT_RANGES:
         lo, hi = INT_RANGES[dtype]
         r = np.rint(v, out=v) if inplace and isinstance(v, np.ndarray) else np.asarray(np.rint(v))
@@ -100,7 +101,7 @@ def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = Tr
         # clip, not fmax/fmin with a scalar: 4x faster, but it keeps NaN, which ends at lo
         # (like onnxruntime's); min() is NaN when any is
         np.clip(r, lo, hi, out=r)
-        if r.size and np.isnan(r.min()):
+        if not nan_free and r.size and np.isnan(r.min()):
             r[np.isnan(r)] = lo
         return r.astype(dtype)
     if zp is not None:
@@ -159,12 +160,14 @@ def dynamic_uint8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
     An all-zero ``x`` gets scale 1 (as in onnxruntime; the spec's formula divides by zero).
     """
     x = x.astype(_F32, copy=False)
-    lo = min(np.float32(0), x.min()) if x.size else np.float32(0)
-    hi = max(np.float32(0), x.max()) if x.size else np.float32(0)
+    mn, mx = (x.min(), x.max()) if x.size else (np.float32(0), np.float32(0))
+    lo, hi = min(np.float32(0), mn), max(np.float32(0), mx)
     scale = np.float32((hi - lo) / np.float32(255)) if hi != lo else np.float32(1)
     zp = np.uint8(np.clip(np.rint(np.float32(0) - lo / scale), 0, 255))
+    # min and max are NaN when any element is; finite ones bound |x / scale| by about 255
+    nan_free = bool(np.isfinite(mn) and np.isfinite(mx) and 0 < scale < np.inf)
     with np.errstate(all="ignore"):
-        y = quantize(x / scale, np.dtype(np.uint8), np.float32(zp), inplace=True)
+        y = quantize(x / scale, np.dtype(np.uint8), np.float32(zp), inplace=True, nan_free=nan_free)
     return y, scale, zp
 
 

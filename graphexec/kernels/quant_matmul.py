@@ -122,7 +122,8 @@ def requantize(acc: np.ndarray, mult: np.ndarray, zp: np.ndarray | None, dtype: 
         np.multiply(v, mult, out=v)
     else:
         v = v * mult
-    return quantize(v, dtype, z, inplace=True)
+    # exact integers times finite multipliers: finite or infinite, never NaN
+    return quantize(v, dtype, z, inplace=True, nan_free=bool(np.isfinite(mult).all()))
 
 
 def multiplier(*scales: np.ndarray, y_scale: np.ndarray | None = None) -> np.ndarray:
