@@ -259,15 +259,21 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     from graphexec.runtime.profiles import builtin_profiles
+    from graphexec.runtime.systems import builtin_systems, load_system
 
     profiles = builtin_profiles()
+    systems = [load_system(name) for name in builtin_systems()]
     if args.json:
-        print(json.dumps([p.model_dump() for p in profiles.values()], indent=2))
+        print(json.dumps({"devices": [p.model_dump() for p in profiles.values()],
+                          "systems": [s.model_dump(mode="json") for s in systems]}, indent=2))
         return 0
     for p in profiles.values():
         print(f"{p.name:12s} {p.ai_cores:3d} AI cores ({'coupled' if p.coupled else 'separated'}), "
               f"{p.peak_tflops.cube['float16']:g} TFLOPS fp16 cube, {p.hbm_bandwidth_gbps:g} GB/s, "
               f"{p.hbm_capacity_bytes / 2**30:g} GiB — {p.description}")
+    print("\nsystems:")
+    for s in systems:
+        print(s.describe())
     return 0
 
 
@@ -344,7 +350,7 @@ def parser() -> argparse.ArgumentParser:
     conv.add_argument("output", help="OUT.yaml, OUT.yml or OUT.onnx")
     conv.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     conv.set_defaults(fn=cmd_convert)
-    dev = sub.add_parser("devices", help="list the built-in device profiles")
+    dev = sub.add_parser("devices", help="list the built-in device profiles and systems")
     dev.add_argument("--json", action="store_true")
     dev.set_defaults(fn=cmd_devices)
     return p

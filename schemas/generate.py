@@ -17,10 +17,12 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from graphexec.frontend.yaml_schema import graph_json_schema  # noqa: E402
 from graphexec.runtime.profiles import profile_json_schema  # noqa: E402
+from graphexec.runtime.systems import system_json_schema  # noqa: E402
 
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "device.schema.json": profile_json_schema,
     "graph.schema.json": graph_json_schema,
+    "system.schema.json": system_json_schema,
 }
 
 

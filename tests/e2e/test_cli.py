@@ -95,8 +95,9 @@ def test_failed_run_leaves_no_partial_output(tmp_path):
 def test_devices_json():
     p = cli("devices", "--json")
     assert p.returncode == 0
-    names = {d["name"] for d in json.loads(p.stdout)}
-    assert names == {"ascend910", "ascend910b", "ascend310p"}
+    doc = json.loads(p.stdout)
+    assert {d["name"] for d in doc["devices"]} == {"ascend910", "ascend910b", "ascend310p"}
+    assert {s["name"] for s in doc["systems"]} == {"atlas800-910", "atlas800t-a2", "atlas300i-duo"}
 
 
 def test_compare_table_plot_and_json(tmp_path):
