@@ -60,6 +60,20 @@ class DeviceError(GraphExecError):
     """A device profile or device option is wrong."""
 
 
+class HcclError(GraphExecError):
+    """A collective-communication error, with the HcclResult code and name.
+
+    Attributes:
+        code: the numeric HcclResult, e.g. 1 (HCCL_E_PARA).
+        name: the symbolic name, e.g. ``HCCL_E_PARA``.
+    """
+
+    def __init__(self, code: int, name: str, message: str) -> None:
+        self.code = code
+        self.name = name
+        super().__init__(f"{name} ({code}): {message}")
+
+
 class AclError(GraphExecError):
     """An error of the emulated runtime, with the ACL error code and name.
 

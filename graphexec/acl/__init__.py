@@ -37,6 +37,12 @@ from graphexec.acl._memory import (
     memset,
     memset_async,
 )
+from graphexec.acl._peer import (
+    device_can_access_peer,
+    device_disable_peer_access,
+    device_enable_peer_access,
+    get_devices_topo,
+)
 from graphexec.acl._state import STATE, Context, api, live
 from graphexec.errors import AclError
 from graphexec.runtime import codes
@@ -50,13 +56,18 @@ from graphexec.runtime.codes import (
     HBM_MEM_HUGE,
     HBM_MEM_NORMAL,
     MEM_MALLOC_HUGE_FIRST,
+    MEM_MALLOC_HUGE_FIRST_P2P,
     MEM_MALLOC_HUGE_ONLY,
+    MEM_MALLOC_HUGE_ONLY_P2P,
     MEM_MALLOC_NORMAL_ONLY,
+    MEM_MALLOC_NORMAL_ONLY_P2P,
     MEMCPY_DEFAULT,
     MEMCPY_DEVICE_TO_DEVICE,
     MEMCPY_DEVICE_TO_HOST,
     MEMCPY_HOST_TO_DEVICE,
     MEMCPY_HOST_TO_HOST,
+    MEMCPY_INNER_DEVICE_TO_DEVICE,
+    MEMCPY_INTER_DEVICE_TO_DEVICE,
     acl_error,
     invalid_param,
     invalid_value,
@@ -64,7 +75,18 @@ from graphexec.runtime.codes import (
 from graphexec.runtime.device import Device
 from graphexec.runtime.hazards import Hazard
 from graphexec.runtime.profiles import DeviceProfile, load_profile
+from graphexec.runtime.server import Server
 from graphexec.runtime.stream import Event, Stream
+from graphexec.runtime.systems import (
+    DEVICES_TOPO_HCCS,
+    DEVICES_TOPO_HCCS_SW,
+    DEVICES_TOPO_PHB,
+    DEVICES_TOPO_PIX,
+    DEVICES_TOPO_SIO,
+    DEVICES_TOPO_SYS,
+    SystemProfile,
+    load_system,
+)
 
 __all__ = [
     "AclError", "Context", "Stream", "Event", "Tensor", "tensor", "init", "finalize", "get_device_count",
@@ -74,25 +96,39 @@ __all__ = [
     "synchronize_stream", "synchronize_device", "malloc", "free", "malloc_cached", "free_cached", "memory_stats",
     "malloc_host", "free_host", "memcpy",
     "memcpy_async", "memset", "memset_async", "get_mem_info", "launch_kernel", "launch_callback", "view",
-    "emulated_device", "hazards",
+    "emulated_device", "emulated_system", "hazards", "device_can_access_peer", "device_enable_peer_access",
+    "device_disable_peer_access", "get_devices_topo", "SystemProfile",
     # the ACL enums
     "CALLBACK_BLOCK", "CALLBACK_NO_BLOCK", "DDR_MEM", "EVENT_RECORDED_STATUS_COMPLETE",
     "EVENT_RECORDED_STATUS_NOT_READY", "HBM_MEM", "HBM_MEM_HUGE", "HBM_MEM_NORMAL", "MEM_MALLOC_HUGE_FIRST",
     "MEM_MALLOC_HUGE_ONLY", "MEM_MALLOC_NORMAL_ONLY", "MEMCPY_DEFAULT", "MEMCPY_DEVICE_TO_DEVICE",
-    "MEMCPY_DEVICE_TO_HOST", "MEMCPY_HOST_TO_DEVICE", "MEMCPY_HOST_TO_HOST",
+    "MEMCPY_DEVICE_TO_HOST", "MEMCPY_HOST_TO_DEVICE", "MEMCPY_HOST_TO_HOST", "MEMCPY_INNER_DEVICE_TO_DEVICE",
+    "MEMCPY_INTER_DEVICE_TO_DEVICE", "MEM_MALLOC_HUGE_FIRST_P2P", "MEM_MALLOC_HUGE_ONLY_P2P",
+    "MEM_MALLOC_NORMAL_ONLY_P2P", "DEVICES_TOPO_HCCS", "DEVICES_TOPO_HCCS_SW", "DEVICES_TOPO_PHB",
+    "DEVICES_TOPO_PIX", "DEVICES_TOPO_SIO", "DEVICES_TOPO_SYS",
 ]
 
 
 # ---- initialization and devices ----------------------------------------------------
 @api
 def init(config: str | None = None, *, profile: str | DeviceProfile = "ascend910", device_count: int = 1,
-         check_hazards: bool = False) -> None:
-    """aclInit. ``profile``/``device_count`` choose the emulated hardware (``config`` is unused)."""
+         check_hazards: bool = False, system: str | SystemProfile | None = None) -> None:
+    """aclInit. ``system`` (or ``config``): a system profile, built-in name or YAML path,
+    whose cards share one clock and are joined by its links; otherwise ``profile`` x
+    ``device_count`` independent devices."""
     if STATE.initialized:
         raise acl_error(codes.REPEAT_INITIALIZE, "acl.init() was already called")
     if isinstance(device_count, bool) or not isinstance(device_count, int) or device_count < 1:
         raise invalid_param(f"device_count must be an int >= 1, got {device_count!r}")
-    STATE.profile, STATE.device_count, STATE.check_hazards = load_profile(profile), device_count, check_hazards
+    chosen = system if system is not None else config
+    if chosen is not None:
+        sysprof = chosen if isinstance(chosen, SystemProfile) else load_system(chosen)
+        STATE.server = Server(sysprof, check_hazards)
+        STATE.profile, STATE.device_count = sysprof.device_profile, sysprof.count
+    else:
+        STATE.server = None
+        STATE.profile, STATE.device_count = load_profile(profile), device_count
+    STATE.check_hazards = check_hazards
     STATE.initialized = True
 
 
@@ -105,6 +141,7 @@ def finalize() -> None:
         STATE.teardown(device_id)
     STATE.pinned.clear()
     STATE.local.ctx = None
+    STATE.server = None
     STATE.initialized = False
 
 
@@ -318,6 +355,13 @@ def view(ptr: int, dtype: Any, shape: tuple[int, ...] | list[int]) -> Any:
     if not isinstance(ptr, (int, np.integer)) or isinstance(ptr, bool):
         raise invalid_param(f"view needs a device pointer, got {ptr!r}")
     return STATE.device_of_ptr(ptr).view(int(ptr), dt, tuple(int(d) for d in shape))
+
+
+@api
+def emulated_system() -> SystemProfile:
+    """The system profile of acl.init(system=...): ``.link(a, b)`` gives kind, bandwidth, latency."""
+    STATE.require_init()
+    return STATE.require_server().system
 
 
 @api

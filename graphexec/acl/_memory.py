@@ -1,7 +1,8 @@
 """ACL memory calls: malloc/free, pinned host buffers, memcpy and memset.
 
 Device pointers are ints; host buffers are numpy arrays (``malloc_host`` returns a
-pinned uint8 array). A synchronous copy is done by the host at its clock; an
+pinned uint8 array). A synchronous copy is done by the host at its clock (one between two cards runs over
+their link while the host waits, see ``_peer.py``); an
 asynchronous one is a stream task on a copy engine that reads its source when it
 starts and writes its destination when it ends. As in CANN, an asynchronous copy is
 only asynchronous with pinned host memory: with any other array the host waits for it.
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.acl._peer import peer_copy
 from graphexec.acl._state import STATE, api
 from graphexec.errors import OutOfMemoryError
 from graphexec.runtime import codes
@@ -23,7 +25,8 @@ from graphexec.runtime.sim import DeviceTask
 from graphexec.runtime.stream import Stream
 
 _KINDS = {codes.MEMCPY_HOST_TO_HOST: "h2h", codes.MEMCPY_HOST_TO_DEVICE: "h2d",
-          codes.MEMCPY_DEVICE_TO_HOST: "d2h", codes.MEMCPY_DEVICE_TO_DEVICE: "d2d"}
+          codes.MEMCPY_DEVICE_TO_HOST: "d2h", codes.MEMCPY_DEVICE_TO_DEVICE: "d2d",
+          codes.MEMCPY_INNER_DEVICE_TO_DEVICE: "d2d", codes.MEMCPY_INTER_DEVICE_TO_DEVICE: "d2d"}
 _HBM = (codes.HBM_MEM, codes.HBM_MEM_HUGE, codes.HBM_MEM_NORMAL)
 
 
@@ -65,9 +68,11 @@ def _ends(dst: Any, dest_max: Any, src: Any, count: Any, kind: Any) -> tuple[str
     name = _KINDS[kind]
     s = _side(src, name[0] == "d", n, "source")
     d = _side(dst, name[2] == "d", n, "destination")
-    if s[0] is not None and d[0] is not None and s[0] is not d[0]:
-        raise invalid_param("a device-to-device copy needs both pointers on one device")
     return name, s, d
+
+
+def _between_cards(sdev: Device | None, ddev: Device | None) -> bool:
+    return sdev is not None and ddev is not None and sdev is not ddev
 
 
 @api
@@ -149,6 +154,11 @@ def _host_device(dev: Device | None) -> Device | None:
 def memcpy(dst: Any, dest_max: int, src: Any, count: int, kind: int) -> None:
     """aclrtMemcpy: a blocking copy, done when it returns."""
     name, (sdev, sbytes, reads), (ddev, dbytes, writes) = _ends(dst, dest_max, src, count, kind)
+    if _between_cards(sdev, ddev):   # over the link (or the host), and the host waits for it
+        assert sdev is not None and ddev is not None
+        issuer, stream = peer_copy(sdev, ddev, sbytes, dbytes, reads, writes, None)
+        issuer.synchronize_stream(stream)
+        return
     dev = _host_device(sdev or ddev)
     if dev is None:
         dbytes[...] = sbytes
@@ -161,6 +171,10 @@ def memcpy(dst: Any, dest_max: int, src: Any, count: int, kind: int) -> None:
 def memcpy_async(dst: Any, dest_max: int, src: Any, count: int, kind: int, stream: Stream | None) -> None:
     """aclrtMemcpyAsync: a copy task on ``stream``; blocking unless host memory is pinned."""
     name, (sdev, sbytes, reads), (ddev, dbytes, writes) = _ends(dst, dest_max, src, count, kind)
+    if _between_cards(sdev, ddev):
+        assert sdev is not None and ddev is not None
+        peer_copy(sdev, ddev, sbytes, dbytes, reads, writes, stream)
+        return
     dev, s = STATE.stream(stream)
     if (sdev or ddev or dev) is not dev:
         raise codes.acl_error(codes.RT_STREAM_CONTEXT, "the copy's device is not the stream's device")

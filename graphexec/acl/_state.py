@@ -18,6 +18,7 @@ from graphexec.runtime import codes
 from graphexec.runtime.codes import acl_error, invalid_handle, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.memory import BASE_ADDRESS, DEVICE_STRIDE
+from graphexec.runtime.server import Server
 from graphexec.runtime.stream import Event, Stream
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,6 +61,7 @@ class State:
         self.device_count = 1
         self.check_hazards = False
         self.devices: dict[int, DeviceEntry] = {}
+        self.server: Server | None = None      # acl.init(system=...): the cards share a clock and links
         self.pinned: dict[int, np.ndarray] = {}
         self.local = threading.local()
         self._ctx_ids = 0
@@ -79,7 +81,8 @@ class State:
     def open_device(self, device_id: int) -> DeviceEntry:
         entry = self.devices.get(device_id)
         if entry is None:
-            dev = Device(self.profile, device_id, check_hazards=self.check_hazards)
+            dev = (self.server.device(device_id) if self.server is not None
+                   else Device(self.profile, device_id, check_hazards=self.check_hazards))
             entry = self.devices[device_id] = DeviceEntry(dev)
             entry.default_ctx = self.new_context(entry, device_id, dev.default_stream, True)
         return entry
@@ -104,6 +107,8 @@ class State:
                 for e in ctx.events:
                     e.destroyed = True
             entry.device.memory.free_all()
+            if self.server is not None:
+                self.server.forget(device_id)
             if getattr(self.local, "ctx", None) is not None and self.local.ctx.device_id == device_id:
                 self.local.ctx = None
 
@@ -116,6 +121,13 @@ class State:
             raise acl_error(codes.RT_CONTEXT_NULL, "this thread has no current context; "
                             "call acl.set_device() or acl.create_context() first")
         return ctx
+
+    def require_server(self) -> Server:
+        """The server of acl.init(system=...); devices made by device_count share no links."""
+        if self.server is None:
+            raise acl_error(codes.RT_FEATURE_NOT_SUPPORT, "the devices of acl.init(device_count=N) share no "
+                            "links; name a system: acl.init(system='atlas800-910')")
+        return self.server
 
     def entry_of(self, device_id: int) -> DeviceEntry:
         entry = self.devices.get(device_id)

@@ -27,7 +27,7 @@ from graphexec.runtime.codes import (
 from graphexec.runtime.hazards import Hazard, HazardChecker, HostOp
 from graphexec.runtime.memory import DeviceMemory
 from graphexec.runtime.profiles import DeviceProfile, load_profile
-from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask, Simulator
+from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask, SimGroup, Simulator
 from graphexec.runtime.stream import Event, Stream
 
 DEFAULT_PRIORITY = 0     # RT_STREAM_PRIORITY_DEFAULT in CANN's rt.h
@@ -51,9 +51,10 @@ class Device:
     """
 
     def __init__(self, profile: DeviceProfile | str = "ascend910", device_id: int = 0,
-                 check_hazards: bool = False, graph_mode: bool = False) -> None:
+                 check_hazards: bool = False, graph_mode: bool = False, group: SimGroup | None = None) -> None:
         self.profile = load_profile(profile)
         self.id = device_id
+        self.group = group      # a server's devices share one simulated clock
         self.check_hazards = check_hazards
         self.graph_mode = graph_mode
         self._allocator: CachingAllocator | None = None
@@ -71,7 +72,10 @@ class Device:
 
     def reset_run(self) -> None:
         """Start a fresh simulated clock (memory stays): each run is timed from zero."""
-        self.sim = Simulator(self.profile)
+        old = getattr(self, "sim", None)
+        if self.group is not None and old is not None:
+            self.group.sims.remove(old)
+        self.sim = Simulator(self.profile, self.group)
         self.host_t = 0.0
         self._execute: tuple[float, float] | None = None
         self.launches: list[HostLaunch] = []
@@ -255,9 +259,11 @@ class Device:
         return self.memory.view(ptr, dtype, shape)
 
     def timeline(self) -> list[dict[str, Any]]:
-        """Every finished task: enqueue, start and end times (us), stream and cores used."""
+        """Every finished task: enqueue, start and end times (us), stream and cores used; a
+        copy or collective also its bytes and the link it crossed (``link``: None on chip)."""
         return [{"name": t.name, "kind": t.kind, "stream": t.stream.id, "enqueue": t.enqueue_t,
-                 "start": t.start_t, "end": t.end_t, "cores": t.max_cores, "block_dim": t.block_dim}
+                 "start": t.start_t, "end": t.end_t, "cores": t.max_cores, "block_dim": t.block_dim,
+                 "bytes": t.bytes, "link": t.meta.get("link")}
                 for t in self.sim.finished]
 
 

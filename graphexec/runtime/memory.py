@@ -41,6 +41,8 @@ def _round_up(n: int, to: int) -> int:
 
 def reserved_size(size: int, policy: int = MEM_MALLOC_HUGE_FIRST) -> int:
     """Bytes aclrtMalloc takes from HBM for ``size``: round up to 32 plus 32, then to pages."""
+    if isinstance(policy, int) and policy in (3, 4, 5):   # the *_P2P policies: placed like their base one
+        policy -= 3
     if policy not in (MEM_MALLOC_HUGE_FIRST, MEM_MALLOC_HUGE_ONLY, MEM_MALLOC_NORMAL_ONLY):
         raise invalid_param(f"unknown malloc policy {policy!r}")
     aligned = _round_up(size, 32) + 32

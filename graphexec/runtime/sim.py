@@ -62,6 +62,7 @@ class DeviceTask:
     ready_t: float = 0.0
     result: Any = None
     max_cores: int = 0
+    driver: Any = None              # decides when the task ends (a peer copy's link, a collective)
 
     @property
     def done(self) -> bool:
@@ -79,8 +80,11 @@ def _urgency(t: DeviceTask) -> tuple[int, int]:
 class Simulator:
     """Discrete-event core shared by every stream of one device."""
 
-    def __init__(self, profile: DeviceProfile) -> None:
+    def __init__(self, profile: DeviceProfile, group: "SimGroup | None" = None) -> None:
         self.profile = profile
+        self.group = group
+        if group is not None:
+            group.sims.append(self)
         self.now = 0.0
         self._timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
         self._seq = itertools.count()
@@ -119,6 +123,8 @@ class Simulator:
 
     def run_until(self, cond: Callable[[], bool]) -> float:
         """Advance simulated time until ``cond()`` holds; return the time it held."""
+        if self.group is not None:
+            return self.group.run_until(cond)
         while not cond():
             if not self._step(INF):
                 raise RuntimeError("simulation stalled: the condition can never hold")
@@ -126,9 +132,25 @@ class Simulator:
 
     def advance_to(self, t: float) -> None:
         """Run everything that happens up to time ``t`` (the host's clock)."""
+        if self.group is not None:
+            self.group.advance_to(t)
+            return
         while self._step(t):
             pass
         self.now = max(self.now, t)
+
+    def next_t(self) -> float:
+        """When this device's next event is due (INF: none)."""
+        t = self._timers[0][0] if self._timers else INF
+        return min(t, self.cores.next_t)
+
+    def at(self, t: float, fn: Callable[[Any], None], arg: Any) -> None:
+        """Call ``fn(arg)`` at simulated time ``t`` (another device's or the fabric's doing)."""
+        self._at(max(t, self.now), fn, arg)
+
+    def end_at(self, task: DeviceTask, t: float) -> None:
+        """End a driven task at time ``t`` (its driver decided when)."""
+        self.at(t, self._finish, task)
 
     def idle(self) -> bool:
         """True when no stream has queued or running work."""
@@ -189,7 +211,10 @@ class Simulator:
         task.start_t = self.now
         if task.start_fn is not None:
             task.result = task.start_fn()
-        if kind == "kernel":
+        if task.driver is not None:   # its link or its collective ends it (``end_at``)
+            task.stream.active = task
+            task.driver.begin(task, self)
+        elif kind == "kernel":
             self._start_kernel(task)
         elif kind == "memcpy":
             task.stream.active = task
@@ -203,9 +228,18 @@ class Simulator:
         else:   # record, wait, reset and non-blocking callbacks take no device time
             self._finish(task)
             if kind == "record":
-                self._dirty |= self._blocked
-                self._blocked.clear()
+                self._wake_blocked()
         return True
+
+    def _wake_blocked(self, _: Any = None) -> None:
+        """A record ran: streams blocked on a wait look again, on every device of the group
+        (a stream may wait on another device's event)."""
+        self._dirty |= self._blocked
+        self._blocked.clear()
+        if self.group is not None:
+            for other in self.group.sims:
+                if other is not self and other._blocked:
+                    other.at(self.now, other._wake_blocked, None)
 
     def _start_kernel(self, task: DeviceTask) -> None:
         n = task.block_dim if task.block_dim > 1 else 1
@@ -289,3 +323,38 @@ class Simulator:
     def samples(self) -> list[Sample]:
         """Busy cores and queued tasks after each change (rebuilt from logs on demand)."""
         return build_samples(self)
+
+
+class SimGroup:
+    """The simulators of a server's devices, stepped in one global time order: always the
+    device whose next event is earliest, so whatever one device does to another (a copy
+    over a link, a collective's end, an event) lands at or after that device's clock."""
+
+    def __init__(self) -> None:
+        self.sims: list[Simulator] = []
+        self.now = 0.0
+
+    def _step(self, limit: float) -> bool:
+        sim = min(self.sims, key=Simulator.next_t, default=None)
+        if sim is None or not sim._step(limit):
+            return False
+        self.now = max(self.now, sim.now)
+        return True
+
+    def run_until(self, cond: Callable[[], bool]) -> float:
+        while not cond():
+            if not self._step(INF):
+                raise RuntimeError("simulation stalled: the condition can never hold")
+        self._align(self.now)
+        return self.now
+
+    def advance_to(self, t: float) -> None:
+        while self._step(t):
+            pass
+        self._align(max(self.now, t))
+
+    def _align(self, t: float) -> None:
+        """Every device's clock reads ``t``: nothing is due before it on any of them."""
+        self.now = t
+        for sim in self.sims:
+            sim.now = max(sim.now, t)

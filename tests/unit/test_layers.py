@@ -20,7 +20,7 @@ LAYERS = [
     {"plan"},
     {"kernels", "runtime"},
     {"frontend", "passes"},
-    {"acl"},
+    {"acl", "hccl"},
     {"profiling"},
     {"engine"},
     {"__init__"},
