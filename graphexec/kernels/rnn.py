@@ -263,12 +263,12 @@ def _fake_quant_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     for lo, hi in zip(flat.min(axis=1), flat.max(axis=1)):
         lo, hi = min(lo, _ZERO), max(hi, _ZERO)
         scale = (hi - lo) / np.float32(255) if hi > lo else np.float32(1)
-        zp = -lo / scale
-        if not (0 < scale <= _F32_MAX and zp <= _F32_MAX):   # NaN, inf, a scale that underflows
-            np.copyto(out, fake_quant(x, (1, 2)))           # the array version's edge cases
+        shift = -lo / scale
+        if not (0 < scale <= _F32_MAX and shift <= _F32_MAX):   # NaN, inf, a scale that underflows:
+            np.copyto(out, fake_quant(x, (1, 2)))              # the array version's edge cases
             return out
         scales.append(scale)
-        zps.append(np.float32(min(max(round(float(zp)), 0), 255)))   # rint of the clipped value
+        zps.append(np.float32(min(max(round(float(shift)), 0), 255)))   # rint of the clipped value
     sc: Any = scales[0] if d == 1 else np.array(scales, np.float32).reshape(d, 1, 1)
     zp: Any = zps[0] if d == 1 else np.array(zps, np.float32).reshape(d, 1, 1)
     np.divide(x, sc, out=out)
