@@ -134,20 +134,32 @@ def _softmax_frame(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, int]:
     return xw, axis
 
 
-@register("Softmax")
-def softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
-    """exp(x - max) / sum, shifted by the max for stability."""
+def _row_max(v: np.ndarray, axis: int) -> np.ndarray:
+    """``v.max(axis, keepdims=True)``; rows along a short last axis go through a transposed
+    copy, as numpy's max reduce costs ~50 ns a row whatever its length (attention scores
+    (1,12,32,32): 20 -> 6 us). A max is exact in any order: the same numbers."""
+    n = v.shape[axis]
+    if axis == v.ndim - 1 and 1 < n <= 64 and v.size >= 64 * n:
+        t = np.ascontiguousarray(v.reshape(-1, n).T)
+        return np.maximum.reduce(t, axis=0).reshape(v.shape[:-1] + (1,))
+    return v.max(axis=axis, keepdims=True)
+
+
+@register("Softmax", out=True)
+def softmax(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """exp(x - max) / sum, shifted by the max for stability; into ``out`` when it fits."""
     v, axis = _softmax_frame(ctx, x)
-    e = np.exp(v - v.max(axis=axis, keepdims=True))
+    e = np.subtract(v, _row_max(v, axis), out=out if v is x and fits(out, x.shape, x.dtype) else None)
+    np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
-    return e.reshape(x.shape).astype(x.dtype, copy=False)
+    return (e if e.shape == x.shape else e.reshape(x.shape)).astype(x.dtype, copy=False)
 
 
 @register("LogSoftmax")
 def log_softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """(x - max) - log(sum(exp(x - max)))."""
     v, axis = _softmax_frame(ctx, x)
-    s = v - v.max(axis=axis, keepdims=True)
+    s = v - _row_max(v, axis)
     s -= np.log(np.exp(s).sum(axis=axis, keepdims=True))
     return s.reshape(x.shape).astype(x.dtype, copy=False)
 
