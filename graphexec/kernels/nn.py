@@ -8,6 +8,7 @@ and less accurate); python-float attributes never promote float32 to float64.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -164,8 +165,9 @@ def log_softmax(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     return s.reshape(x.shape).astype(x.dtype, copy=False)
 
 
-@register("LayerNormalization", since=17)
-def layer_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray | None = None):
+@register("LayerNormalization", since=17, out=True)
+def layer_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray | None = None,
+               out: np.ndarray | None = None):
     """Normalize over axes [axis, rank); statistics in float32 (stash_type=1) or wider."""
     if int(ctx.attr("stash_type", 1)) != 1:
         raise Unsupported("LayerNormalization: stash_type != 1")
@@ -177,15 +179,40 @@ def layer_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray |
     axis %= x.ndim
     xw = _work(x, "LayerNormalization")
     red = tuple(range(axis, x.ndim))
-    mean = xw.mean(axis=red, keepdims=True)
-    d = xw - mean
-    var = np.mean(d * d, axis=red, keepdims=True)
-    inv = 1 / np.sqrt(var + xw.dtype.type(ctx.attr("epsilon", 1e-5)))
-    y = d * inv * _work(scale, "LayerNormalization")
-    if b is not None:
-        y += _work(b, "LayerNormalization")
-    y = y.astype(x.dtype, copy=False)
+    eps = xw.dtype.type(ctx.attr("epsilon", 1e-5))
+    if xw.dtype == x.dtype == scale.dtype and (b is None or b.dtype == x.dtype) and x.size:
+        y, mean, inv = _layer_norm_into(xw, scale, b, red, eps, out if fits(out, x.shape, x.dtype) else None)
+    else:
+        mean = xw.mean(axis=red, keepdims=True)
+        d = xw - mean
+        var = np.mean(d * d, axis=red, keepdims=True)
+        inv = 1 / np.sqrt(var + eps)
+        y = d * inv * _work(scale, "LayerNormalization")
+        if b is not None:
+            y += _work(b, "LayerNormalization")
+        y = y.astype(x.dtype, copy=False)
     return (y, mean, inv)[:max(ctx.num_outputs, 1)] if ctx.num_outputs > 1 else y
+
+
+def _layer_norm_into(x: np.ndarray, scale: np.ndarray, b: np.ndarray | None, red: tuple[int, ...], eps: Any,
+                     out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y, mean, inv_std) when every operand has one dtype: the general path's operations
+    (np.mean is a sum, then a division by the count as an intp), so the same bits, but y
+    is computed in ``out`` (the output's bytes: no copy into them afterwards)."""
+    count = np.intp(math.prod(x.shape[i] for i in red))
+    mean = np.add.reduce(x, axis=red, keepdims=True)
+    np.true_divide(mean, count, out=mean, casting="unsafe")
+    d = np.subtract(x, mean, out=out if out is not None and not np.may_share_memory(out, x) else None)
+    var = np.add.reduce(d * d, axis=red, keepdims=True)
+    np.true_divide(var, count, out=var, casting="unsafe")
+    var += eps
+    np.sqrt(var, out=var)
+    inv = np.divide(1, var, out=var)
+    d *= inv
+    d *= scale
+    if b is not None:
+        d += b
+    return d, mean, inv
 
 
 @register("LRN")
