@@ -96,7 +96,7 @@ __all__ = [
     "synchronize_stream", "synchronize_device", "malloc", "free", "malloc_cached", "free_cached", "memory_stats",
     "malloc_host", "free_host", "memcpy",
     "memcpy_async", "memset", "memset_async", "get_mem_info", "launch_kernel", "launch_callback", "view",
-    "emulated_device", "emulated_system", "hazards", "device_can_access_peer", "device_enable_peer_access",
+    "emulated_device", "emulated_devices", "emulated_system", "hazards", "device_can_access_peer", "device_enable_peer_access",
     "device_disable_peer_access", "get_devices_topo", "SystemProfile",
     # the ACL enums
     "CALLBACK_BLOCK", "CALLBACK_NO_BLOCK", "DDR_MEM", "EVENT_RECORDED_STATUS_COMPLETE",
@@ -368,6 +368,13 @@ def emulated_system() -> SystemProfile:
 def emulated_device(device_id: int | None = None) -> Device:
     """The emulated hardware behind a device (current one by default): timeline, samples, trace."""
     return STATE.entry_of(STATE.context().device_id if device_id is None else device_id).device
+
+
+@api
+def emulated_devices() -> dict[int, Device]:
+    """Every open device by id (``graphexec.profiling.trace.server_trace`` draws them together)."""
+    STATE.require_init()
+    return {i: e.device for i, e in sorted(STATE.devices.items())}
 
 
 @api
