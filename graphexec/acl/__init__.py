@@ -96,8 +96,8 @@ __all__ = [
     "synchronize_stream", "synchronize_device", "malloc", "free", "malloc_cached", "free_cached", "memory_stats",
     "malloc_host", "free_host", "memcpy",
     "memcpy_async", "memset", "memset_async", "get_mem_info", "launch_kernel", "launch_callback", "view",
-    "emulated_device", "emulated_devices", "emulated_system", "hazards", "device_can_access_peer", "device_enable_peer_access",
-    "device_disable_peer_access", "get_devices_topo", "SystemProfile",
+    "emulated_device", "emulated_devices", "emulated_system", "hazards", "device_can_access_peer",
+    "device_enable_peer_access", "device_disable_peer_access", "get_devices_topo", "SystemProfile",
     # the ACL enums
     "CALLBACK_BLOCK", "CALLBACK_NO_BLOCK", "DDR_MEM", "EVENT_RECORDED_STATUS_COMPLETE",
     "EVENT_RECORDED_STATUS_NOT_READY", "HBM_MEM", "HBM_MEM_HUGE", "HBM_MEM_NORMAL", "MEM_MALLOC_HUGE_FIRST",
