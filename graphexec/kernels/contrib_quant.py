@@ -43,6 +43,14 @@ def _out(v: np.ndarray, dtype: np.dtype, zp: np.ndarray | None) -> np.ndarray:
         return quantize(v, dtype, None if zp is None else _f(zp), inplace=True)
 
 
+def _out_sum(v: np.ndarray, dtype: np.dtype, zp: np.ndarray | None) -> np.ndarray:
+    """MLAS's binary kernels add the output zero point before rounding (in float32, so
+    ``v + zp`` may itself round onto a tie), unlike its QuantizeLinear."""
+    with np.errstate(all="ignore"):
+        v = v + _f(zp) if zp is not None else v
+        return quantize(v, dtype, None, inplace=True)
+
+
 @ms_register("QLinearAdd", shapes.binary)
 def qlinear_add(ctx: OpContext, a: np.ndarray, a_s: np.ndarray, a_zp: np.ndarray | None, b: np.ndarray,
                 b_s: np.ndarray, b_zp: np.ndarray | None, c_s: np.ndarray,
@@ -50,7 +58,7 @@ def qlinear_add(ctx: OpContext, a: np.ndarray, a_s: np.ndarray, a_zp: np.ndarray
     """C = (a_s/c_s)·(A - a_zp) + (b_s/c_s)·(B - b_zp) + c_zp, broadcasting."""
     dtype = _check8(a, a_zp, b, b_zp, c_zp)
     ra, rb = _f(a_s) / _f(c_s), _f(b_s) / _f(c_s)
-    return _out((a.astype(_F32) - _f(a_zp)) * ra + (b.astype(_F32) - _f(b_zp)) * rb, dtype, c_zp)
+    return _out_sum((a.astype(_F32) - _f(a_zp)) * ra + (b.astype(_F32) - _f(b_zp)) * rb, dtype, c_zp)
 
 
 @ms_register("QLinearMul", shapes.binary)
@@ -60,7 +68,7 @@ def qlinear_mul(ctx: OpContext, a: np.ndarray, a_s: np.ndarray, a_zp: np.ndarray
     """C = (A - a_zp)·(B - b_zp)·(a_s·b_s/c_s) + c_zp, broadcasting."""
     dtype = _check8(a, a_zp, b, b_zp, c_zp)
     prod = (a.astype(_F32) - _f(a_zp)) * (b.astype(_F32) - _f(b_zp))
-    return _out(prod * (_f(a_s) * _f(b_s) / _f(c_s)), dtype, c_zp)
+    return _out_sum(prod * (_f(a_s) * _f(b_s) / _f(c_s)), dtype, c_zp)
 
 
 def _table(ctx: OpContext, dtype: np.dtype, params: tuple[Any, ...], fn: Callable[[np.ndarray], np.ndarray],
