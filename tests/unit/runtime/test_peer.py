@@ -3,6 +3,8 @@ copies between cards run over the link (peer access on) or through the host."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,23 @@ def test_an_oom_on_one_card_leaves_the_others_alone(fresh):
     acl.set_device(1)
     free, total1 = acl.get_mem_info()
     assert total1 - free >= 1024 and keep
+
+
+def test_a_peer_that_cannot_be_reached_is_refused_and_copies_go_through_the_host(fresh, tmp_path):
+    text = (Path(__file__).resolve().parents[3] / "graphexec/runtime/system_data/atlas300i-duo.yaml").read_text()
+    path = tmp_path / "nopeer.yaml"
+    path.write_text(text.replace("name: atlas300i-duo", "name: nopeer").replace("peer_access: true",
+                                                                                 "peer_access: false"))
+    fresh.init(system=str(path))
+    assert not acl.device_can_access_peer(0, 1)
+    acl.set_device(0)
+    with pytest.raises(AclError, match="cannot reach device 1") as e:
+        acl.device_enable_peer_access(1)
+    assert e.value.code == 207000
+    data = np.arange(4096, dtype=np.uint8)
+    src, dst = _on(0, data), _on(1, np.zeros_like(data))
+    acl.set_device(0)
+    acl.memcpy(dst, 4096, src, 4096, acl.MEMCPY_DEVICE_TO_DEVICE)
+    np.testing.assert_array_equal(_read(1, dst, data), data)
+    (copy,) = [t for t in acl.emulated_device(0).timeline() if t["link"] is not None]
+    assert copy["link"] == "host"
