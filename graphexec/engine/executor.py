@@ -155,15 +155,25 @@ class KernelCall:
     def compute(self, direct: bool = True, scratch: Any = None) -> dict[str, Any]:
         """The outputs; into the output's view when ``direct`` (and allowed), else into
         ``scratch`` if given."""
-        read = self.ctx.read
-        values = {n: read(n) for n in self.task.reads}
-        out = scratch if not direct else read(self.out) if self.out is not None else None
-        return self.ctx.runners[self.task.id](values, out)
+        ctx = self.ctx
+        views = ctx.views
+        try:   # the common case: every input has a cached view (or is a constant)
+            values = {n: views[n] for n in self.task.reads}
+        except KeyError:   # host values, run-time allocations, a first read
+            values = {n: ctx.read(n) for n in self.task.reads}
+        out = scratch if not direct else ctx.read(self.out) if self.out is not None else None
+        return ctx.runners[self.task.id](values, out)
 
     def store(self, outputs: dict[str, Any]) -> None:
-        write, stream = self.ctx.write, self.ctx.streams[self.ctx.stream_of[self.task.id]]
+        """Write the outputs; one computed into its own view (``direct``) is already in place."""
+        ctx = self.ctx
+        stream = None
         for name, value in outputs.items():
-            write(name, value, stream)
+            if value is not None and ctx.views.get(name) is value:
+                continue
+            if stream is None:
+                stream = ctx.streams[ctx.stream_of[self.task.id]]
+            ctx.write(name, value, stream)
 
     def begin(self) -> Any:
         """At the task's simulated start."""
