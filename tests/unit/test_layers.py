@@ -20,7 +20,8 @@ LAYERS = [
     {"plan"},
     {"kernels", "runtime"},
     {"frontend", "passes"},
-    {"acl", "hccl"},
+    {"acl"},
+    {"hccl"},            # HCCL sits on the ACL runtime (its STATE: devices, streams, the server)
     {"profiling"},
     {"engine"},
     {"__init__"},
