@@ -18,6 +18,7 @@ from graphexec.engine.threads import Overlap, Workers
 from graphexec.errors import OutOfMemoryError
 from graphexec.ir import Graph
 from graphexec.kernels import parallel
+from graphexec.kernels.quiet import run_quietly
 from graphexec.passes.base import Bounds, CompileState, PassManager
 from graphexec.passes.direct_writes import DirectWrites
 from graphexec.passes.host_fusion import HostFusion
@@ -163,9 +164,10 @@ class Compiled:
 
         The cyclic garbage collector is paused meanwhile: a run makes a few small objects
         per task, and the collections they would trigger walk every object alive (the
-        graph, earlier results), which cost more than the tasks themselves.
+        graph, earlier results), which cost more than the tasks themselves. numpy's
+        floating-point warnings are off once for the run (``kernels/quiet.py``), not per kernel.
         """
-        with gc_paused():
+        with gc_paused(), run_quietly():
             return self._run(feeds, workers)
 
     def _run(self, feeds: dict[str, Any], workers: Workers | None) -> Result:
