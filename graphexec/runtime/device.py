@@ -19,6 +19,7 @@ from graphexec.runtime.caching import CachingAllocator
 from graphexec.runtime.codes import (
     RT_NO_EVENT_RESOURCE,
     RT_NO_STREAM_RESOURCE,
+    RT_STREAM_SYNC_TIMEOUT,
     RT_STREAM_TASK_FULL,
     acl_error,
     invalid_handle,
@@ -224,14 +225,25 @@ class Device:
         self.host_t = end
 
     # ---- synchronization ------------------------------------------------------------
+    def _block(self, cond: Callable[[], bool], what: str) -> None:
+        """Run the simulation until ``cond`` holds; one that never can (a collective whose
+        other ranks never called it, on a server) times out as the real synchronize would."""
+        try:
+            self.sim.run_until(cond)
+        except RuntimeError as exc:
+            if self.group is None:   # one device alone cannot be left waiting by a user: a bug
+                raise
+            raise acl_error(RT_STREAM_SYNC_TIMEOUT, f"{what} can never finish: it waits on work that nothing "
+                            "will complete (a collective another rank never joined?)") from exc
+
     def synchronize_stream(self, stream: Stream) -> None:
-        self.sim.run_until(lambda: stream.pending == 0)
+        self._block(lambda: stream.pending == 0, f"stream {stream.id} of device {self.id}")
         self.host_t = max(self.host_t, self.sim.now)
         if self.checker is not None:
             self.checker.sync_stream(stream)
 
     def synchronize_device(self) -> None:
-        self.sim.run_until(self.sim.idle)
+        self._block(self.sim.idle, f"device {self.id}")
         self.host_t = max(self.host_t, self.sim.now)
         if self.checker is not None:
             self.checker.sync_device([s for s in self.sim.streams if not s.destroyed])
@@ -241,7 +253,7 @@ class Device:
         task = event.record_task
         if task is None:
             return
-        self.sim.run_until(lambda: task.end_t is not None)
+        self._block(lambda: task.end_t is not None, f"event {event.id} of device {self.id}")
         self.host_t = max(self.host_t, task.end_t)
         if self.checker is not None:
             self.checker.sync_record(task)

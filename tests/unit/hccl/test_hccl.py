@@ -318,3 +318,14 @@ def test_a_call_that_disagrees_with_the_other_ranks_is_refused_at_that_call(fres
     hccl.comm_destroy(comms[0])
     assert _code(lambda: hccl.all_reduce(x[0], x[0], 64, FP32, SUM, comms[0], streams[0])) == hccl.HCCL_E_PARA
     assert _code(lambda: hccl.comm_destroy(comms[0])) == hccl.HCCL_E_PARA
+
+
+def test_a_collective_another_rank_never_joins_times_out_at_synchronize(fresh):
+    """On hardware the synchronize would hang until its timeout; here it says so at once."""
+    comms, streams = _setup("atlas800t-a2", [0, 1])
+    buf = _put(0, np.ones(16, np.float32))
+    acl.set_device(0)
+    hccl.all_reduce(buf, buf, 16, FP32, SUM, comms[0], streams[0])   # rank 1 never calls
+    with pytest.raises(acl.AclError) as e:
+        acl.synchronize_stream(streams[0])
+    assert e.value.code == 507046 and "can never finish" in str(e.value)
