@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from graphexec.kernels import scratch
 from graphexec.kernels.conv import pad_for_windows, spatial_ints, tap_slices, window_geometry
@@ -38,6 +39,18 @@ def _axis_counts(n: int, out: int, pb: int, stride: int, k: int, d: int, lo: int
     """Per output position along one axis: how many of its taps fall in [lo, hi)."""
     pos = np.arange(out)[:, None] * stride - pb + np.arange(k)[None, :] * d
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def _cached_counts(ctx: OpContext, x: np.ndarray, include_pad: bool) -> tuple[np.ndarray, int]:
+    """(divisor of each output pixel in x's dtype, its smallest value), kept on the node per
+    spatial shape: they depend on the geometry only, and making them costs ~13 us a call."""
+    key = ("pool.counts", tuple(x.shape[2:]), include_pad, x.dtype.str)
+    hit = ctx.cache.get(key)
+    if hit is None:
+        kernel, strides, dil, out, pb, pe = _setup(ctx, x)
+        cnt = _counts(x.shape[2:], out, pb, pe, strides, kernel, dil, include_pad)
+        hit = ctx.cache[key] = (cnt.astype(x.dtype) if x.dtype.kind == "f" else cnt, int(cnt.min()))
+    return hit
 
 
 def _counts(in_sp: Sequence[int], out: list[int], pb: list[int], pe: list[int], strides: list[int],
@@ -82,11 +95,49 @@ def _windows_into(x: np.ndarray, kernel: list[int], strides: list[int], dil: lis
     else:
         xp = scratch.padded("pool.x", x3, tuple(pb), shape, pad)
     y3 = y.reshape((n * c,) + tuple(out))
+    if dil == [1, 1] and out[0] * out[1] >= kernel[0] * kernel[1]:   # else few windows: the rows' way is cheaper
+        _flat(xp if xp.flags.c_contiguous else np.ascontiguousarray(xp), kernel, strides, out, y3, fold)
+        return
     if dil == [1, 1]:
         _separable(xp, kernel, strides, out, y3, first, fold)
         return
     for i, (_, sl) in enumerate(tap_slices(out, strides, kernel, dil)):
         (first if i == 0 else fold)(y3, xp[(slice(None),) + sl], out=y3)
+
+
+def _flat(xp: np.ndarray, kernel: list[int], strides: list[int], out: list[int], y3: np.ndarray,
+          fold: Callable[..., Any]) -> None:
+    """The separable fold on the flattened padded input (P, hp, wp): each tap is one long
+    contiguous slice (the windows that straddle a row or channel end are computed and
+    never read), then the kept windows are copied out of a strided view. numpy's loops
+    over short rows (a 14x14 map) cost more than the arithmetic: Inception's 3x3 pools on
+    14x14 and 7x7 maps run 1.3-1.6x faster, the same sums in the same order."""
+    p, hp, wp = xp.shape
+    (kh, kw), (sh, sw), (ho, wo) = kernel, strides, out
+    if sh > 1 and wp >= 96:   # long rows: fold the kept ones first, as _separable (7-13 % faster)
+        rows = scratch.buffer("pool.rows", (p, ho, wp), xp.dtype)
+        _fold_rows(xp, kh, sh, rows, lambda a, b, out: np.copyto(out, b), fold)
+        src, hp, sh = _fold_flat(rows.reshape(-1), kw, 1, "pool.flat0", fold), ho, 1
+    else:
+        src = xp.reshape(-1)
+        steps = ((kh, wp), (kw, 1)) if sh > 1 else ((kw, 1), (kh, wp))   # _separable's order: the same sums
+        for i, (k, step) in enumerate(steps):
+            src = _fold_flat(src, k, step, f"pool.flat{i}", fold)
+    it = src.itemsize
+    np.copyto(y3, as_strided(src, (p, ho, wo), (hp * wp * it, sh * wp * it, sw * it), writeable=False))
+
+
+
+def _fold_flat(src: np.ndarray, k: int, step: int, slot: str, fold: Callable[..., Any]) -> np.ndarray:
+    """dst[j] = fold of src[j + t * step] over the k taps t, in tap order (1-D, (k-1) * step shorter)."""
+    if k == 1:
+        return src
+    n = src.size - (k - 1) * step
+    dst = scratch.buffer(slot, (n,), src.dtype)
+    fold(src[:n], src[step:step + n], out=dst)
+    for t in range(2, k):
+        fold(dst, src[t * step:t * step + n], out=dst)
+    return dst
 
 
 def _separable(xp: np.ndarray, kernel: list[int], strides: list[int], out: list[int], y3: np.ndarray,
@@ -145,11 +196,11 @@ def average_pool(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -
     include = bool(ctx.attr("count_include_pad", 0))
     y = _fast_2d(x, out, x.shape[:2] + tuple(out_sp))
     if y is not None:
-        cnt = _counts(x.shape[2:], out_sp, pb, pe, strides, kernel, dil, include)
-        if cnt.min() < 1:
+        cnt, low = _cached_counts(ctx, x, include)
+        if low < 1:
             raise Unsupported("AveragePool: a window lies entirely in padding")
         _windows_into(x, kernel, strides, dil, out_sp, pb, 0, y, lambda a, b, out: np.copyto(out, b), np.add)
-        np.divide(y, cnt.astype(x.dtype), out=y)
+        np.divide(y, cnt, out=y)
         return y
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     xp = pad_for_windows(xf, out_sp, pb, strides, eff, 0)
@@ -215,7 +266,7 @@ def max_pool(ctx: OpContext, x: np.ndarray,
     if x.dtype.type not in _MAX_TYPES:
         raise Unsupported(f"MaxPool: dtype {x.dtype}")
     kernel, strides, dil, out_sp, pb, pe = _setup(ctx, x)
-    if _counts(x.shape[2:], out_sp, pb, pe, strides, kernel, dil, False).min() < 1:
+    if _cached_counts(ctx, x, False)[1] < 1:
         raise Unsupported("MaxPool: a window lies entirely in padding")
     if ctx.num_outputs > 1:
         if ctx.opset < 8:
