@@ -95,6 +95,8 @@ def _windows_into(x: np.ndarray, kernel: list[int], strides: list[int], dil: lis
     else:
         xp = scratch.padded("pool.x", x3, tuple(pb), shape, pad)
     y3 = y.reshape((n * c,) + tuple(out))
+    if not y3.size:   # an empty batch: no window to fold
+        return
     if dil == [1, 1] and out[0] * out[1] >= kernel[0] * kernel[1]:   # else few windows: the rows' way is cheaper
         _flat(xp if xp.flags.c_contiguous else np.ascontiguousarray(xp), kernel, strides, out, y3, fold)
         return
