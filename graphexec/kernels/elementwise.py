@@ -124,10 +124,23 @@ _UNARY_NUM: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def _unary(op: str, f: Callable[..., np.ndarray], kinds: str) -> None:
-    @_kernel(op, out=True)
-    def k(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        _check(op, kinds, x)
-        return f(x, out=_into(out, x.dtype, x))
+    """One-ufunc ops are registered without ``_kernel``'s generic wrapper: they run before
+    most tasks, and each layer of calls costs about what a small tensor's arithmetic does."""
+    quiet = op in _QUIET
+
+    def kernel(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if (kinds, x.dtype) not in _CHECKED:
+            _check(op, kinds, x)
+        into = out if out is not None and out.dtype == x.dtype and out.shape == x.shape else None
+        if quiet or is_quiet():
+            res = f(x, out=into)
+        else:
+            with np.errstate(all="ignore"):
+                res = f(x, out=into)
+        return res if type(res) is np.ndarray else np.asarray(res)
+
+    kernel.__name__ = kernel.__qualname__ = op.lower()
+    register(op, out=True)(kernel)
 
 
 for _op, _f in _UNARY_FLOAT.items():
@@ -277,13 +290,38 @@ _ARITH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divid
 
 def _binary(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str, since: int) -> None:
     ufunc = _ARITH.get(op)
+    if ufunc is not None:
+        _arith(op, ufunc, f, kinds, since)
+        return
 
-    @_kernel(op, since=since, out=ufunc is not None)
-    def k(ctx: OpContext, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    @_kernel(op, since=since)
+    def k(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         _check(op, kinds, a, b)
-        if ufunc is not None and (op != "Div" or a.dtype.kind == "f"):
-            return ufunc(a, b, out=_into(out, a.dtype, a, b))
         return f(a, b)
+
+
+def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str,
+           since: int) -> None:
+    """Add/Sub/Mul/Div into ``out`` when it fits, registered without ``_kernel``'s generic
+    wrapper (see ``_unary``); integer Div truncates (``_div``)."""
+
+    def kernel(ctx: OpContext, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        d = a.dtype
+        if b.dtype != d or (kinds, d) not in _CHECKED:
+            _check(op, kinds, a, b)
+        into = None
+        if out is not None and out.dtype == d:
+            shape = a.shape if a.shape == b.shape else _broadcast((a.shape, b.shape))
+            into = out if out.shape == shape else None
+        if is_quiet():
+            res = ufunc(a, b, out=into) if op != "Div" or d.kind == "f" else f(a, b)
+        else:
+            with np.errstate(all="ignore"):
+                res = ufunc(a, b, out=into) if op != "Div" or d.kind == "f" else f(a, b)
+        return res if type(res) is np.ndarray else np.asarray(res)
+
+    kernel.__name__ = kernel.__qualname__ = op.lower()
+    register(op, since=since, out=True)(kernel)
 
 
 for _op, (_f2, _kinds, _since) in _BINARY.items():   # _f2: two-argument, unlike the _f above
