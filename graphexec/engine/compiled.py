@@ -105,6 +105,7 @@ class Compiled:
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
         self._where: dict[str, Location] = {}
         self._views: dict[str, Any] = {}
+        self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
         self._prepare()
 
     def _prepare(self) -> None:
@@ -120,6 +121,15 @@ class Compiled:
         return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
                            tasks=self.tasks, runners=st.runners, where=self._where,
                            views=self._views, direct=st.direct, index=self._index, controls=self.controls)
+
+    def bind(self) -> ExecContext:
+        """A run context whose streams and events are made now on the device, whose clock
+        keeps running (a multi-device run, ``engine/multi.py``, launches several plans
+        onto one server clock; ``run`` starts the device afresh instead)."""
+        ctx = self.context()
+        ctx.streams = {i: self._stream(self.device, i) for i in range(len(self.schedule.streams))}
+        ctx.events = {i: self.device.create_event() for i in range(self.schedule.num_event_ids)}
+        return ctx
 
     @property
     def thread_plan(self) -> ThreadPlan:
@@ -174,6 +184,9 @@ class Compiled:
         dev = self.device
         dev.reset_run()
         ctx = self.context()
+        ctx.calls = self._calls   # rebound, not rebuilt: making one per kernel and run cost 0.3 us each
+        for call in self._calls.values():
+            call.ctx, call.pending = ctx, None
         ctx.streams = {i: self._stream(dev, i) for i in range(len(self.schedule.streams))}
         ctx.events = {i: dev.create_event() for i in range(self.schedule.num_event_ids)}
         recorded = replayed = None
