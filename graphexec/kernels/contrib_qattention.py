@@ -31,6 +31,7 @@ from graphexec.kernels.contrib_cost import contrib_cost
 from graphexec.kernels.contrib_util import DOMAIN, flag, ints, need, refuse, work
 from graphexec.kernels.cost import Cost
 from graphexec.kernels.custom import CostInput, CostRule, CustomKernel
+from graphexec.kernels.quant_matmul import int_matmul
 from graphexec.kernels.registry import KernelFn, OpContext, register
 
 _F32, _I32 = np.dtype(np.float32), np.dtype(np.int32)
@@ -107,16 +108,16 @@ def _param(ctx: OpContext, p: np.ndarray | None, what: str, sizes: tuple[int, ..
 def _project(ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray, x_s: np.ndarray, w_s: np.ndarray,
              x_zp: np.ndarray | None, w_zp: np.ndarray | None) -> np.ndarray:
     """float32(acc)·(x_s·w_s) + bias with acc the exact integer product of the shifted operands
-    (float64 holds it exactly: |acc| <= 255² · D stays far below 2^53)."""
+    (``int_matmul``: float32 BLAS when that is exact, else float64; constant weights are
+    shifted and converted once per node)."""
     n = w.shape[1]
     xs, ws = _param(ctx, x_s, "input_scale", (1,)), _param(ctx, w_s, "weight_scale", (1, n))
     xz = _param(ctx, x_zp, "input_zero_point", (1,), x.dtype)
     wz = _param(ctx, w_zp, "weight_zero_point", (1, n), w.dtype)
-    xf = x.astype(np.float64) if xz is None else x.astype(np.float64) - xz.astype(np.float64)
-    wf = w.astype(np.float64) if wz is None else w.astype(np.float64) - wz.astype(np.float64)
     assert xs is not None and ws is not None  # _param returns what it is given
     scale = ws.astype(_F32) * xs.astype(_F32)
-    return np.matmul(xf, wf).astype(_F32) * scale + bias.astype(_F32)
+    acc = int_matmul(ctx, x, xz, w, wz, (1, 7) if wz is not None else (1,))
+    return acc.astype(_F32) * scale + bias.astype(_F32)
 
 
 def _attend_projected(ctx: OpContext, proj: np.ndarray, mask: np.ndarray | None, past: np.ndarray | None,
