@@ -231,15 +231,20 @@ class Simulator:
                 self._wake_blocked()
         return True
 
-    def _wake_blocked(self, _: Any = None) -> None:
+    def _wake_blocked(self) -> None:
         """A record ran: streams blocked on a wait look again, on every device of the group
         (a stream may wait on another device's event)."""
-        self._dirty |= self._blocked
-        self._blocked.clear()
+        self._wake_here()
         if self.group is not None:
             for other in self.group.sims:
                 if other is not self and other._blocked:
-                    other.at(self.now, other._wake_blocked, None)
+                    other.at(self.now, other._wake_here, None)
+
+    def _wake_here(self, _: Any = None) -> None:
+        """Another device's record ran: this device's blocked streams look again (and wake
+        no one else: two devices with blocked streams would wake each other forever)."""
+        self._dirty |= self._blocked
+        self._blocked.clear()
 
     def _start_kernel(self, task: DeviceTask) -> None:
         n = task.block_dim if task.block_dim > 1 else 1
