@@ -9,14 +9,13 @@ Built-ins live in ``graphexec/runtime/profile_data/*.yaml``; users pass their ow
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphexec.errors import DeviceError
+from graphexec.runtime.data_files import DataFiles
 
 # strict: a YAML typo such as "32GiB" or "true" must not be coerced into a number.
 Positive = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
@@ -138,41 +137,12 @@ def _numeric_fields(data: dict[str, Any], prefix: str = "") -> list[str]:
     return names
 
 
-def _describe(error: Any) -> str:
-    """One pydantic error as "field 'x.y': what is wrong"."""
-    loc = ".".join(str(part) for part in error["loc"])
-    if error["type"] == "missing":
-        return f"field '{loc}': required but missing"
-    if error["type"] == "extra_forbidden":
-        return f"field '{loc}': unknown field"
-    if error["type"] == "value_error":  # only our validators raise these; they name the field
-        return str(error["ctx"]["error"])
-    return f"field '{loc}': {error['msg']} (got {error['input']!r})"
-
-
-def _parse(text: str, where: str) -> DeviceProfile:
-    """Parse YAML text into a profile; every failure becomes a one-line DeviceError."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise DeviceError(f"{where}: invalid YAML{at}: {getattr(exc, 'problem', exc)}") from exc
-    if not isinstance(data, dict):
-        got = type(data).__name__
-        raise DeviceError(f"{where}: expected a mapping of profile fields, got {got}")
-    try:
-        return DeviceProfile.model_validate(data)
-    except ValidationError as exc:
-        raise DeviceError(f"{where}: " + "; ".join(map(_describe, exc.errors()))) from exc
+FILES = DataFiles(DeviceProfile, "device", "device profile", "profile", "profile_data")
 
 
 @functools.cache
 def _builtins() -> dict[str, DeviceProfile]:
-    folder = resources.files("graphexec.runtime") / "profile_data"
-    found = [_parse(f.read_text(encoding="utf-8"), f"profile_data/{f.name}")
-             for f in folder.iterdir() if f.name.endswith((".yaml", ".yml"))]
-    return {p.name: p for p in sorted(found, key=lambda p: p.name)}
+    return FILES.builtins()
 
 
 def builtin_profiles() -> dict[str, DeviceProfile]:
@@ -182,23 +152,7 @@ def builtin_profiles() -> dict[str, DeviceProfile]:
 
 def load_profile(name_or_path: str | Path | DeviceProfile) -> DeviceProfile:
     """A profile from a built-in name, a .yaml/.yml path, or a profile (returned as is)."""
-    if isinstance(name_or_path, DeviceProfile):
-        return name_or_path
-    known = _builtins()
-    if isinstance(name_or_path, str) and name_or_path.lower() in known:
-        return known[name_or_path.lower()]
-    path = Path(name_or_path)
-    if path.suffix.lower() not in (".yaml", ".yml"):
-        raise DeviceError(f"unknown device {str(name_or_path)!r}; known: {', '.join(known)} "
-                          "(or give a .yaml/.yml profile path)")
-    if path.exists() and not path.is_file():  # a folder, a device or a pipe
-        raise DeviceError(f"{path}: cannot read device profile: not a regular file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise DeviceError(f"{path}: cannot read device profile: {reason}") from exc
-    return _parse(text, str(path))
+    return FILES.load(name_or_path, _builtins())
 
 
 def profile_json_schema() -> dict[str, Any]:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, PrivateAttr, StrictBool, ValidationError, field_validator, model_validator
 
 from graphexec.errors import DeviceError
-from graphexec.runtime.profiles import _FROZEN, Count, DeviceProfile, Positive, _describe, builtin_profiles
+from graphexec.runtime.data_files import DataFiles, describe
+from graphexec.runtime.profiles import _FROZEN, Count, DeviceProfile, Positive, builtin_profiles
 
 # aclrtGetDevicesTopo values: acl_rt.h (hicann/runtime include/external/acl/acl_rt.h) and the
 # CANN API reference aclcppdevg_03_1895 ("ACL_RT_DEVS_TOPOLOGY_*"; 0x04 PIB is reserved).
@@ -119,7 +118,7 @@ class SystemProfile(BaseModel):
             try:
                 return DeviceProfile.model_validate(value)
             except ValidationError as exc:
-                raise ValueError("; ".join(_describe({**e, "loc": ("device", *e["loc"])})
+                raise ValueError("; ".join(describe({**e, "loc": ("device", *e["loc"])})
                                            for e in exc.errors())) from None
         if isinstance(value, DeviceProfile):
             return value
@@ -242,28 +241,12 @@ def _sourced_fields(data: dict[str, Any], prefix: str = "") -> list[str]:
     return names
 
 
-def _parse(text: str, where: str) -> SystemProfile:
-    """Parse YAML text into a system; every failure becomes a one-line DeviceError."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise DeviceError(f"{where}: invalid YAML{at}: {getattr(exc, 'problem', exc)}") from exc
-    if not isinstance(data, dict):
-        raise DeviceError(f"{where}: expected a mapping of system fields, got {type(data).__name__}")
-    try:
-        return SystemProfile.model_validate(data)
-    except ValidationError as exc:
-        raise DeviceError(f"{where}: " + "; ".join(map(_describe, exc.errors()))) from exc
+FILES = DataFiles(SystemProfile, "system", "system profile", "system", "system_data")
 
 
 @functools.cache
 def _builtins() -> dict[str, SystemProfile]:
-    folder = resources.files("graphexec.runtime") / "system_data"
-    found = [_parse(f.read_text(encoding="utf-8"), f"system_data/{f.name}")
-             for f in folder.iterdir() if f.name.endswith((".yaml", ".yml"))]
-    return {s.name: s for s in sorted(found, key=lambda s: s.name)}
+    return FILES.builtins()
 
 
 def builtin_systems() -> list[str]:
@@ -273,23 +256,7 @@ def builtin_systems() -> list[str]:
 
 def load_system(name_or_path: str | Path | SystemProfile) -> SystemProfile:
     """A system from a built-in name, a .yaml/.yml path, or a system (returned as is)."""
-    if isinstance(name_or_path, SystemProfile):
-        return name_or_path
-    known = _builtins()
-    if isinstance(name_or_path, str) and name_or_path.lower() in known:
-        return known[name_or_path.lower()]
-    path = Path(name_or_path)
-    if path.suffix.lower() not in (".yaml", ".yml"):
-        raise DeviceError(f"unknown system {str(name_or_path)!r}; known: {', '.join(known)} "
-                          "(or give a .yaml/.yml system path)")
-    if path.exists() and not path.is_file():
-        raise DeviceError(f"{path}: cannot read system profile: not a regular file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise DeviceError(f"{path}: cannot read system profile: {reason}") from exc
-    return _parse(text, str(path))
+    return FILES.load(name_or_path, _builtins())
 
 
 def system_json_schema() -> dict[str, Any]:
