@@ -17,6 +17,7 @@ import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
 from graphexec.engine.feeds import check_feeds, signature
+from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
@@ -46,12 +47,19 @@ class Session:
             launched from the host at the profile's launch cost, as single-op execution).
         threads: host threads for the kernels' numpy math (1: the run's own thread only).
             Outputs, stats and trace are the same whatever the number.
+        devices: cards of ``system`` to spread the graph over (1: one device, as above).
+        parallel: how to spread it: "data", "pipeline", "tensor" or "auto" (see
+            ``engine/parallel.py``); ``streams`` is then per card.
+        microbatches: parts each card's share of the batch is run in.
+        system: a built-in system name or a system YAML path; None: the built-in whose
+            cards are ``device`` (atlas800-910 for ascend910, ...).
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
                  device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
-                 launch: str = "graph", threads: int = 1) -> None:
+                 launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
+                 microbatches: int = 1, system: str | None = None) -> None:
         if memory not in ("reuse", "none", "joint"):
             raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
         if launch not in ("graph", "host"):
@@ -64,15 +72,22 @@ class Session:
             streams, policy = max(1, len(self.graph.meta["schedule"]["streams"])), "manual"
         policy = policy if policy is not None else own.get("policy")
         self.profile = load_profile(device if device is not None else own.get("device", "ascend910"))
+        spread = check_spread(devices, parallel, microbatches, system, self.profile, device is not None)
+        self.profile = self.profile if spread is None else spread.system.device_profile
         self.threads = _check_threads(threads)
         self.options = CompileOptions(_check_streams(streams, self.profile), policy,
                                       memory if memory_reuse else "none", fold, check_hazards, launch, self.threads)
         self._cache: dict[tuple[Any, ...], Compiled] = {}
         self._last: Compiled | None = None
         self._workers: Workers | None = None
+        self.multi: Mode | None = None if spread is None else start(spread, self.graph, self.options)
 
     def compile(self, feeds: Mapping[str, Any] | None = None) -> Compiled:
-        """The compiled plan for the shapes of ``feeds`` (declared shapes if None), cached."""
+        """The compiled plan for the shapes of ``feeds`` (declared shapes if None), cached;
+        on several devices, card 0's."""
+        if self.multi is not None:
+            self._last = self.multi.compile(feeds)
+            return self._last
         types = check_feeds(self.graph, feeds) if feeds is not None else {}
         key = signature(types)
         compiled = self._cache.get(key)
@@ -85,6 +100,10 @@ class Session:
     def run(self, feeds: Mapping[str, Any]) -> Result:
         """Run the graph on ``feeds`` (name -> array); outputs come in graph order."""
         feeds = {k: _as_array(v) for k, v in dict(feeds).items()}
+        if self.multi is not None:
+            result = self.multi.run(feeds)
+            self._last = self.multi.compile(feeds)
+            return result
         compiled = self.compile(feeds)
         if self.threads > 1 and self._workers is None:
             self._workers = Workers(self.threads)

@@ -1,0 +1,62 @@
+"""``parallel="auto"``: every implemented mode is tried on a timing-only run of the feeds
+(its ``estimate``) and the fastest runs; the choice is kept per input signature. A mode
+that cannot split the graph for these feeds (its estimate raises a GraphExecError) is
+left out; ``stats.extra["auto"]`` holds each tried mode's estimate (microseconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphexec.engine.compiled import Compiled
+from graphexec.engine.parallel import Cluster, Mode, implemented, mode_class, register
+from graphexec.engine.result import Result
+from graphexec.errors import GraphExecError
+
+
+@register("auto")
+class AutoParallel:
+    name = "auto"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._modes: dict[str, Mode] = {}
+        self._choice: dict[tuple, tuple[str, dict[str, float]]] = {}
+
+    def _mode(self, name: str) -> Mode:
+        if name not in self._modes:
+            self._modes[name] = mode_class(name)(self.cluster)
+        return self._modes[name]
+
+    def choose(self, feeds: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
+        """The fastest mode's name for ``feeds``, and every tried mode's estimate."""
+        key = tuple(sorted((k, getattr(v, "shape", None), str(getattr(v, "dtype", type(v)))) for k, v in feeds.items()))
+        if key not in self._choice:
+            tried: dict[str, float] = {}
+            refused: dict[str, str] = {}
+            for name in implemented():
+                estimate = getattr(self._mode(name), "estimate", None) if name != "auto" else None
+                if estimate is None:
+                    continue
+                try:
+                    tried[name] = float(estimate(dict(feeds)))
+                except GraphExecError as e:
+                    refused[name] = str(e)
+            if not tried:
+                why = "; ".join(f"{k}: {v}" for k, v in refused.items()) or "no mode can estimate"
+                raise GraphExecError(f"parallel='auto': no mode runs this graph on {self.cluster.devices} "
+                                     f"devices ({why})")
+            self._choice[key] = (min(tried, key=lambda k: (tried[k], k)), tried)
+        return self._choice[key]
+
+    def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
+        name = self.choose(feeds)[0] if feeds is not None else next(m for m in implemented() if m != "auto")
+        return self._mode(name).compile(feeds)
+
+    def run(self, feeds: dict[str, Any]) -> Result:
+        name, tried = self.choose(feeds)
+        result = self._mode(name).run(feeds)
+        result.stats.extra["auto"] = {k: float(np.round(v, 3)) for k, v in tried.items()}
+        return result

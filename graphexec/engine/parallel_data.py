@@ -1,0 +1,150 @@
+"""Data parallelism: every card runs the whole graph on its share of the batch.
+
+The batch (axis 0 of the inputs that carry it, see ``parallel.split_batch``) is cut into
+one equal share per card and, with ``microbatches=M``, each share into M micro-batches
+that its card runs one after the other through the same plan (a smaller plan, so less
+activation memory per card, for more launches). The graph is compiled once for a part's
+shapes (freed of a declared fixed batch first, ``passes/free_batch.py``, when the part's
+batch differs) and loaded onto every card: each card has its own memory plan in its own
+HBM, with its own copy of the weights. In a run each card copies its inputs in over its
+host link, runs the plan behind that copy and copies its outputs out once the plan's
+streams are done; all cards run on the server's one clock. The outputs are concatenated
+along axis 0 in card order (one that is the same on every card and lacks the batch dim
+is given once). Every row goes through the same kernels as on one device, so the outputs
+are those of one device running the whole batch wherever a kernel computes rows
+independently of how many there are (numpy's do on every light model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, gc_paused
+from graphexec.engine.feeds import check_feeds, signature
+from graphexec.engine.multi import Bound, CardsRun
+from graphexec.engine.multi_stats import MultiResult, multi_stats
+from graphexec.engine.parallel import Cluster, register, split_batch
+from graphexec.errors import FeedError, GraphExecError
+from graphexec.ir import Graph, TensorType
+from graphexec.kernels.quiet import run_quietly
+from graphexec.passes.free_batch import free_batch
+from graphexec.profiling.record import RunRecord
+
+
+@register("data")
+class DataParallel:
+    """The ``parallel="data"`` mode (see the module docstring)."""
+
+    name = "data"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._plans: dict[tuple, list[Compiled]] = {}
+        self._freed: dict[tuple[str, ...], Graph] = {}
+
+    @property
+    def parts(self) -> int:
+        return self.cluster.devices * self.cluster.spread.microbatches
+
+    def _shares(self, feeds: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        n, m = self.cluster.devices, self.cluster.spread.microbatches
+        return split_batch(feeds, n * m, f"{n} devices" if m == 1 else f"{n} devices x {m} micro-batches")
+
+    def _typed(self, names: list[str], part: Mapping[str, Any]) -> tuple[Graph, dict[str, TensorType]]:
+        """The graph that takes a part of the batch, and the part's input types."""
+        graph = self.cluster.graph
+        try:
+            return graph, check_feeds(graph, part)
+        except FeedError:
+            key = tuple(names)
+            freed = self._freed.get(key)
+            if freed is None:
+                freed = self._freed[key] = free_batch(graph, names)
+            if freed is graph:
+                raise
+            return freed, check_feeds(freed, part)
+
+    def plans(self, feeds: Mapping[str, Any] | None) -> list[Compiled]:
+        """One plan per card for the parts of ``feeds`` (None: the declared shapes),
+        compiled once and loaded onto every card; cached per signature."""
+        types: dict[str, TensorType] = {}
+        if feeds is None:
+            graph = self.cluster.graph
+        else:
+            names, shares = self._shares(feeds)
+            graph, types = self._typed(names, shares[0])
+        key = signature(types)
+        plans = self._plans.get(key)
+        if plans is None:
+            cl = self.cluster
+            opts = replace(cl.options, input_types=types)
+            first = compile_graph(clone_graph(graph), opts, cl.profile, device=cl.device(0))
+            with gc_paused():
+                plans = [first] + [Compiled(first.state, first.compile_s, cl.device(i)) for i in range(1, cl.devices)]
+            self._plans[key] = plans
+        return plans
+
+    def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
+        return self.plans(feeds)[0]
+
+    def run(self, feeds: dict[str, Any]) -> MultiResult:
+        with gc_paused(), run_quietly():
+            return self._run(feeds, timing=False)
+
+    def estimate(self, feeds: dict[str, Any]) -> float:
+        """The makespan of a timing-only run (no kernel computes, no byte moves)."""
+        return self._run(feeds, timing=True).stats.makespan_us
+
+    def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
+        plans = self.plans(feeds)
+        names, shares = self._shares(feeds)
+        rows = shares[0][names[0]].shape[0]
+        outputs = plans[0].graph.outputs
+        m = self.cluster.spread.microbatches
+        run = CardsRun(self.cluster.server, range(len(plans)), timing)
+        parts: list[Bound] = []
+        for i, plan in enumerate(plans):
+            b = run.bind(i, plan)
+            for k in range(m):
+                b = run.again(b) if k else b
+                ready = run.feed(b, shares[i * m + k])
+                run.fetch(b, outputs, run.launch(b, [ready]))
+                parts.append(b)
+        run.finish()
+        stats, each = multi_stats([(p, p.device) for p in plans], self.name, m, plans[0].compile_s)
+        if self.cluster.options.check_hazards:
+            stats.extra["hazards"] = [h.to_dict() for p in plans for h in p.device.hazards]
+        values = {} if timing else gather([run.outputs(b, outputs) for b in parts], outputs, rows)
+        return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0]), cards=run.snapshots(),
+                           card_stats=each)
+
+
+def gather(parts: list[dict[str, Any]], names: list[str], rows: int) -> dict[str, Any]:
+    """The parts' outputs (each of a part of ``rows`` batch rows) concatenated along axis 0
+    in part order; one without the part's rows on axis 0 that is the same in every part
+    is given once (a value no input row changes)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        values = [p[name] for p in parts]
+        arrays = all(isinstance(v, np.ndarray) and v.ndim >= 1 for v in values)
+        if arrays and all(v.shape[0] == rows for v in values):
+            out[name] = np.concatenate(values, axis=0)
+        elif _same(values):
+            out[name] = values[0]
+        elif arrays:   # rows of their own per part (a batch flattened into rows): still batch-major
+            out[name] = np.concatenate(values, axis=0)
+        else:
+            raise GraphExecError(f"output {name!r} is not an array with a batch dim (axis 0) and differs "
+                                 "between cards: data parallelism cannot gather it")
+    return out
+
+
+def _same(values: list[Any]) -> bool:
+    first = values[0]
+    if isinstance(first, np.ndarray):
+        return all(isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype
+                   and v.tobytes() == first.tobytes() for v in values[1:])
+    return all(v is first or v == first for v in values[1:])
