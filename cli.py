@@ -111,7 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_outputs(args)
     graph = gx.load(args.model)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
-                         launch=args.launch, threads=args.threads)
+                         launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
+                         microbatches=args.microbatches, system=args.system)
     feeds = _feeds_for(graph, args, session.profile)
     with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
         bar.update(0, "compiling")
@@ -282,10 +283,15 @@ PLOT_FORMATS = (".png", ".svg", ".pdf")
 THREADS_HELP = "host threads for the kernels' math (default 1); outputs and device times do not change"
 
 
-def _threads(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"--threads takes an int >= 1, not {text!r}")
-    return int(text)
+def _positive(flag: str) -> Any:
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{flag} takes an int >= 1, not {text!r}")
+        return int(text)
+    return parse
+
+
+_threads = _positive("--threads")
 
 
 def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
@@ -298,6 +304,13 @@ def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _spread_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--devices", type=_positive("--devices"), default=1, help="cards to spread the graph over")
+    p.add_argument("--parallel", choices=["data", "pipeline", "tensor", "auto"], default="data", help="how")
+    p.add_argument("--microbatches", type=_positive("--microbatches"), default=1, help="parts of a card's batch")
+    p.add_argument("--system", help="built-in system name or a system .yaml (default: the one of --device's cards)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -325,6 +338,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     run.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
+    _spread_options(run)
     run.set_defaults(fn=cmd_run)
     cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
     cmp.add_argument("model")

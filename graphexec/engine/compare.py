@@ -10,6 +10,7 @@ import numpy as np
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result
 from graphexec.engine.session import Session
+from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.ir import Graph
 from graphexec.profiling.console import table
@@ -61,11 +62,15 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in a)
 
 
-def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), feeds: Mapping[str, Any] | None = None,
-            policy: str | None = None, device: str | None = None, launch: str = "graph",
-            progress: Callable[[int, int, str], None] | None = None, threads: int = 1) -> Comparison:
-    """Run ``graph`` once per stream count; speedups are against the first row.
-    ``threads``: host threads for the kernels' math (the results do not change).
+def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None = None,
+            feeds: Mapping[str, Any] | None = None, policy: str | None = None, device: str | None = None,
+            launch: str = "graph", progress: Callable[[int, int, str], None] | None = None, threads: int = 1,
+            devices: Iterable[int] | None = None, parallel: str = "data", microbatches: int = 1,
+            system: str | None = None) -> Comparison:
+    """Run ``graph`` once per stream count (default 1, 2, 4, 8); speedups are against the
+    first row. ``threads``: host threads for the kernels' math (the results do not change).
+    With ``devices`` (card counts, e.g. [1, 2, 4]): one row per count, spread by
+    ``parallel`` with ``streams`` (an int, default 1) per card (``engine/compare_devices.py``).
 
     Example:
         >>> cmp = gx.compare(gx.load("models/inception_block.onnx"), streams=[1, 4])
@@ -73,6 +78,14 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] = (1, 2, 4, 8), fee
     """
     graph = graph if isinstance(graph, Graph) else load(graph)
     feeds = dict(feeds) if feeds is not None else default_feeds(graph)
+    if devices is not None:
+        from graphexec.engine.compare_devices import compare_devices
+
+        if streams is not None and not isinstance(streams, (int, str)):
+            raise GraphExecError("with devices, streams is the stream count per card (an int or 'auto')")
+        return compare_devices(graph, devices, feeds, parallel, 1 if streams is None else streams, microbatches,
+                               system, device, launch, threads, progress)
+    streams = (1, 2, 4, 8) if streams is None else [streams] if isinstance(streams, (int, str)) else streams
     rows: list[CompareRow] = []
     results: list[Result] = []
     sessions: list[Session] = []

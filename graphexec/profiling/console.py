@@ -76,7 +76,21 @@ def profile_lines(stats: Any) -> list[str]:
     return [f"  utilization: cube {stats.cube_utilization:.1%}, vector {stats.vector_utilization:.1%}, "
             f"HBM bandwidth {stats.hbm_utilization:.1%} of peak",
             f"  command queues: mean depth {stats.mean_queue_depth:.1f}, max {stats.max_queue_depth} tasks; "
-            f"device idle {stats.device_idle_us:,.1f} us, of which waiting on the host {stats.host_wait_us:,.1f} us"]
+            f"device idle {stats.device_idle_us:,.1f} us, of which waiting on the host {stats.host_wait_us:,.1f} us"
+            ] + spread_lines(stats)
+
+
+def spread_lines(stats: Any) -> list[str]:
+    """A multi-device run's lines: communication, then one per card (none for one device)."""
+    cards = getattr(stats, "per_device", None)
+    if not cards:
+        return []
+    lines = [f"  {stats.num_devices} cards, parallel {stats.parallel}: communication {stats.comm_us:,.1f} us, "
+             f"{stats.comm_bytes:,} bytes, {stats.comm_hidden:.1%} of it hidden behind compute"]
+    lines += [f"    device {c['device']}: {c['makespan_us']:,.1f} us, compute {c['compute_us']:,.1f} us, cube "
+              f"{c['cube_utilization']:.1%}, activation pool {c['peak_bytes']:,} bytes, weights "
+              f"{c['weight_bytes']:,} bytes, comm {c['comm_us']:,.1f} us" for c in cards]
+    return lines
 
 
 def op_type_table(stat_rows: Sequence[dict[str, Any]], limit: int = 5, indent: str = "    ") -> str:
