@@ -137,3 +137,40 @@ def test_cli_run_on_devices(capsys, tmp_path):
     assert {e["pid"] for e in json.loads(trace.read_text())["traceEvents"]} == {0, 1, 2}
     assert cli.main(["run", SQUEEZENET, "--devices", "4"]) == 2   # the declared batch 1
     assert "cannot split evenly" in capsys.readouterr().err
+
+
+def _relu_matmul(name: str, x: str) -> gx.Graph:
+    b = gx.GraphBuilder(name, opset=17)
+    b.output(b.Relu(b.MatMul(b.input(x, "float32", [4, 256]), b.constant(np.full((256, 256), 0.01, np.float32), "w"))))
+    return b.build()
+
+
+def test_cards_run_moves_a_value_between_cards():
+    """The framework a pipeline builds on: card 1's plan runs on card 0's output, copied
+    over the HCCS link behind card 0's events, on one clock."""
+    from dataclasses import replace
+
+    from graphexec.engine.compiled import clone_graph, compile_graph
+    from graphexec.engine.feeds import check_feeds
+    from graphexec.engine.multi import CardsRun
+    from graphexec.engine.parallel import Cluster, Spread
+    from graphexec.plan import CompileOptions
+    from graphexec.runtime.systems import load_system
+
+    ga, gb = _relu_matmul("a", "x"), _relu_matmul("b", "y")
+    cluster = Cluster(ga, CompileOptions(), Spread(load_system("atlas800-910"), 2, "data", 1))
+    x = np.random.default_rng(0).standard_normal((4, 256)).astype(np.float32)
+    plans = [compile_graph(clone_graph(g), replace(cluster.options, input_types=check_feeds(g, {g.inputs[0]: x})),
+                           cluster.profile, cluster.device(i)) for i, g in enumerate((ga, gb))]
+    run = CardsRun(cluster.server, [0, 1])
+    a, b = run.bind(0, plans[0]), run.bind(1, plans[1])
+    for ev in run.launch(a, [run.feed(a, {"x": x})]):
+        cluster.device(1).stream_wait_event(b.card.copy_stream, ev)
+    copy = run.copy(a, ga.outputs[0], b, "y")
+    run.fetch(b, gb.outputs, run.launch(b, [run.record(cluster.device(1), b.card.copy_stream)]))
+    run.finish()
+    w = np.full((256, 256), 0.01, np.float32)
+    np.testing.assert_allclose(run.outputs(b, gb.outputs)[gb.outputs[0]], np.maximum(np.maximum(x @ w, 0) @ w, 0),
+                               rtol=1e-5)
+    a_end = max(t.end_t for t in cluster.device(0).sim.finished if t.kind == "kernel")
+    assert copy.meta == {"link": "HCCS", "src": 0, "dst": 1} and copy.start_t >= a_end
