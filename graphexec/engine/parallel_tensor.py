@@ -1,0 +1,229 @@
+"""Tensor parallelism: Megatron-style splits, each card holding its shard of the weights.
+
+The graph is typed for the feeds' shapes and split (``passes/tensor_split.py``): MatMul/
+Gemm pairs become column- then row-parallel with one all-reduce (sum) of the partial
+outputs; everything else is replicated on every card, which computes it identically.
+Each card's graph is cut at the collectives into segments, each compiled on its own for
+that card (its own memory plan, its own weight shards). A run launches, on every card,
+segment after segment, each behind events on what it reads: host copies of graph inputs,
+on-card copies of other segments' values, collective results. The collectives run on a
+communication stream of their own per card, behind the events of the segment that
+computes their input, so segments that do not need a collective's result (an independent
+tower) compute while it runs. Outputs are card 0's (every card has the same).
+``stats.extra["tensor_splits"]`` says which nodes were split and which stayed replicated
+and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, gc_paused
+from graphexec.engine.feeds import check_feeds, default_feeds, signature
+from graphexec.engine.multi import Bound, Card, CardsRun
+from graphexec.engine.multi_stats import MultiResult, multi_stats
+from graphexec.engine.parallel import Cluster, register
+from graphexec.engine.result import make_stats
+from graphexec.hccl import _algo
+from graphexec.hccl._comm import Op, Part
+from graphexec.kernels.quiet import run_quietly
+from graphexec.passes.shape_inference import infer_types
+from graphexec.passes.tensor_split import Collective, Segment, segments, split_graph
+from graphexec.profiling.record import RunRecord
+from graphexec.runtime.sim import DeviceTask
+from graphexec.runtime.stream import Event, Stream
+
+
+@dataclass
+class Plans:
+    """What one feed signature compiles to: per card, per segment, a plan."""
+
+    segments: list[Segment]                 # card 0's (every card's have the same shape)
+    cards: list[list[Compiled]]
+    collectives: list[Collective]
+    report: dict[str, Any]
+    compile_s: float
+
+
+@register("tensor")
+class TensorParallel:
+    """The ``parallel="tensor"`` mode (see the module docstring)."""
+
+    name = "tensor"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._plans: dict[tuple, Plans] = {}
+
+    def plans(self, feeds: Mapping[str, Any] | None) -> Plans:
+        graph = self.cluster.graph
+        if feeds is None:
+            feeds = default_feeds(graph)
+        types = check_feeds(graph, feeds)
+        key = signature(types)
+        got = self._plans.get(key)
+        if got is None:
+            got = self._plans[key] = self._compile(types)
+        return got
+
+    def _compile(self, types: dict[str, Any]) -> Plans:
+        cl, n = self.cluster, self.cluster.devices
+        typed = clone_graph(cl.graph)
+        for name, t in types.items():
+            typed.values[name].type = t
+        infer_types(typed)
+        split = split_graph(typed, n)
+        cards: list[list[Compiled]] = []
+        segs0: list[Segment] = []
+        total = 0.0
+        for r, g in enumerate(split.cards):
+            segs = segments(g, split.collectives)
+            segs0 = segs0 or segs
+            plans = []
+            for seg in segs:
+                opts = replace(cl.options, input_types={i: seg.graph.values[i].type for i in seg.graph.inputs})
+                plan = compile_graph(clone_graph(seg.graph), opts, cl.profile, device=cl.device(r))
+                total += plan.compile_s
+                plans.append(plan)
+            cards.append(plans)
+        report = dict(split.report, segments=len(segs0))
+        return Plans(segs0, cards, split.collectives, report, total)
+
+    def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
+        return self.plans(feeds).cards[0][0]
+
+    def run(self, feeds: dict[str, Any]) -> MultiResult:
+        with gc_paused(), run_quietly():
+            return self._run(feeds, timing=False)
+
+    def estimate(self, feeds: dict[str, Any]) -> float:
+        """The makespan of a timing-only run (no kernel computes, no byte moves)."""
+        return self._run(feeds, timing=True).stats.makespan_us
+
+    def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
+        p = self.plans(feeds)
+        n = self.cluster.devices
+        run = CardsRun(self.cluster.server, range(n), timing)
+        bound = [[run.bind(r, plan) for plan in p.cards[r]] for r in range(n)]
+        comm = [_stream(run.cards[r]) for r in range(n)]
+        ends: list[list[list[Event]]] = [[] for _ in range(n)]
+        landed: dict[tuple[int, str], Event] = {}
+        by_src = {c.src: c for c in p.collectives}
+        for k, seg in enumerate(p.segments):
+            for r in range(n):
+                b = bound[r][k]
+                after = [landed[(r, v)] for v in seg.from_collective]
+                if seg.from_feeds:
+                    after.append(run.feed(b, {v: feeds[v] for v in seg.from_feeds}))
+                for v, j in seg.from_segment.items():
+                    after.append(_local_copy(run, bound[r][j], b, v, ends[r][j]))
+                ends[r].append(run.launch(b, after))
+            for v in seg.graph.outputs:
+                c = by_src.get(v)
+                if c is not None:
+                    readers = [j for j, s in enumerate(p.segments) if c.dst in s.from_collective]
+                    evs = _all_reduce(run, c, [bound[r][k] for r in range(n)],
+                                      [[bound[r][j] for j in readers] for r in range(n)], comm,
+                                      [ends[r][k] for r in range(n)])
+                    landed.update(((r, c.dst), ev) for r, ev in enumerate(evs))
+        outputs = self.cluster.graph.outputs
+        made = {o: k for k, s in enumerate(p.segments) for o in s.graph.outputs}
+        for o in outputs:
+            run.fetch(bound[0][made[o]], [o], ends[0][made[o]])
+        run.finish()
+        first = [(p.cards[r][0], run.cards[r].device) for r in range(n)]
+        stats, each = multi_stats(first, self.name, 1, p.compile_s)
+        weights = []
+        for r, entry in enumerate(stats.per_device):
+            entry["weight_bytes"] = sum(make_stats(plan, run.cards[r].device).weight_bytes for plan in p.cards[r])
+            weights.append(entry["weight_bytes"])
+        extra: dict[str, Any] = {"tensor_splits": p.report}
+        if self.cluster.options.check_hazards:
+            extra["hazards"] = [h.to_dict() for r in range(n) for h in run.cards[r].device.hazards]
+        stats = replace(stats, weight_bytes=max(weights), extra=extra)
+        values: dict[str, Any] = {}
+        if not timing:
+            for o in outputs:
+                values.update(run.outputs(bound[0][made[o]], [o]))
+        return MultiResult(values, stats, RunRecord.of(run.cards[0].device, p.cards[0][0]), cards=run.snapshots(),
+                           card_stats=each)
+
+
+def _stream(card: Card) -> Stream:
+    """The card's communication stream (made after the plans' and the copy stream)."""
+    _ = card.copy_stream
+    try:
+        return card.device.create_stream()
+    except Exception:   # no stream left: the collectives share the copy stream
+        return card.copy_stream
+
+
+def _view(b: Bound, name: str) -> tuple[np.ndarray, int, int]:
+    root, off = b.ctx.tasks.locate(name)
+    view = b.ctx.read(name)   # a view of the planned bytes (an input may alias an output)
+    return view, b.ctx.where[root].ptr + off, int(view.nbytes)
+
+
+def _local_copy(run: CardsRun, src: Bound, dst: Bound, name: str, after: list[Event]) -> Event:
+    """A device-to-device copy of ``name`` from one segment's plan into another's, on the
+    card's copy stream, behind ``after``."""
+    dev, stream = dst.card.device, dst.card.copy_stream
+    for ev in after:
+        dev.stream_wait_event(stream, ev)
+    view, ptr, nbytes = _view(dst, name)
+    start: Callable[[], Any] | None = None if run.timing else (lambda: np.array(src.ctx.read(name)))
+    end: Callable[[Any], None] | None = None if run.timing else (lambda data: view.__setitem__(..., data))
+    dev.launch(DeviceTask("memcpy", stream, f"memcpy d2d {name}", unit="copy", bytes=float(nbytes), copy_kind="d2d",
+                          start_fn=start, end_fn=end, writes=[(ptr, nbytes, name)]))
+    return run.record(dev, stream)
+
+
+def _all_reduce(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list[Bound]], comm: list[Stream],
+                after: list[list[Event]]) -> list[Event]:
+    """The all-reduce (sum) of ``c.src`` (in ``srcs``, one per card) into ``c.dst`` of every
+    reading segment, on each card's communication stream behind ``after``; its events."""
+    server = run.server
+    devices = tuple(b.card.index for b in srcs)
+    views = [[_view(b, c.dst) for b in row] for row in dsts]
+    t = srcs[0].plan.graph.values[c.src].type
+    nbytes = t.nbytes
+    dtype = np.dtype(t.dtype)
+    profile = server.system.device_profile
+    plan = _algo.plan("all_reduce", _algo.choose(server.system, devices), len(devices), float(nbytes),
+                      _algo.reduce_us_per_byte(profile, dtype), 1.0 / profile.copy_bytes_per_us("d2d"))
+
+    def compute(parts: dict[int, Part]) -> None:
+        if run.timing:
+            return
+        total = sum(np.array(srcs[r].ctx.read(c.src), dtype=np.float64 if dtype.kind == "f" else dtype)
+                    for r in sorted(parts))
+        out = np.asarray(total).astype(dtype)
+        for r, part in parts.items():
+            part.out = _writes([v for v, _, _ in views[r]], out)
+
+    op = Op("HcclAllReduce", ("HcclAllReduce",), devices, server, plan, compute, len(devices))
+    events = []
+    for r, b in enumerate(srcs):
+        dev = b.card.device
+        for ev in after[r]:
+            dev.stream_wait_event(comm[r], ev)
+        meta = {"link": _algo.link_kinds(server.system, devices, plan) or None, "bytes": nbytes,
+                "algorithm": plan.algorithm, "rank": r}
+        task = DeviceTask("hccl", comm[r], f"HcclAllReduce {c.src}", unit="", bytes=float(nbytes), reads=[],
+                          writes=[(ptr, nb, c.dst) for _, ptr, nb in views[r]], meta=meta)
+        part = Part(op, r, dev, task)
+        task.driver, task.end_fn = part, part.land
+        op.parts[r] = part
+        dev.launch(task)
+        events.append(run.record(dev, comm[r]))
+    return events
+
+
+def _writes(views: list[np.ndarray], data: np.ndarray) -> Callable[[], None]:
+    def write() -> None:
+        for v in views:
+            v[...] = data
+    return write
