@@ -15,6 +15,7 @@ from typing import Any, NoReturn, Sequence
 import numpy as np
 
 import graphexec as gx
+from graphexec import _cli_devices as cli_devices
 from graphexec._files import check_output, write_one
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
@@ -188,8 +189,10 @@ def _stream_list(text: str) -> list[int | str]:
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_outputs(args)
     graph = gx.load(args.model)
-    counts = _stream_list(args.streams)
     feeds = _feeds_for(graph, args, gx.Session(graph, streams=1, device=args.device).profile)
+    if args.devices:   # one row per card count (graphexec/_cli_devices.py)
+        return cli_devices.compare(args, graph, feeds, lambda draw: write_one(args.plot, draw))
+    counts = _stream_list(args.streams or "1,2,4,8")
     from graphexec.profiling.console import Progress
 
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
@@ -213,6 +216,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from graphexec.profiling.report import memory_text, schedule_text
 
     graph = gx.load(args.model)
+    if args.devices > 1:   # the partition over the cards and the transfers (graphexec/_cli_devices.py)
+        return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
     compiled = session.compile(_feeds_for(graph, args, session.profile))
     print(schedule_text(compiled, args.limit))
@@ -306,13 +311,6 @@ def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
         p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _spread_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--devices", type=_positive("--devices"), default=1, help="cards to spread the graph over")
-    p.add_argument("--parallel", choices=["data", "pipeline", "tensor", "auto"], default="data", help="how")
-    p.add_argument("--microbatches", type=_positive("--microbatches"), default=1, help="parts of a card's batch")
-    p.add_argument("--system", help="built-in system name or a system .yaml (default: the one of --device's cards)")
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line on stderr (exit 2) like every other bad input."""
 
@@ -325,35 +323,32 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model and print its outputs and device time")
     run.add_argument("model", help="an .onnx or .yaml/.yml graph")
-    run.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
-    run.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
-    run.add_argument("--launch", choices=["graph", "host"], default="graph",
-                     help="graph: tasks loaded with the model (GE graph mode, default); host: one launch per task")
+    _model_options(run)
     run.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
-    run.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
     run.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (open in Perfetto)")
     run.add_argument("--profile", metavar="DIR", help="write timeline.json, op_summary.csv and op_statistic.csv")
     run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
-    run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     run.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
-    _spread_options(run)
+    cli_devices.spread_options(run)
     run.set_defaults(fn=cmd_run)
     cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
     cmp.add_argument("model")
-    cmp.add_argument("--streams", default="1,2,4,8", help="comma-separated stream counts (default 1,2,4,8)")
+    cmp.add_argument("--streams", help="comma-separated stream counts (default 1,2,4,8); with --devices, per card")
     cmp.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy for counts above 1")
     cmp.add_argument("--plot", metavar="GANTT.png", help="write a Gantt chart, one panel per row")
     cmp.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     _model_options(cmp)
+    cli_devices.spread_options(cmp, many=True)
     cmp.set_defaults(fn=cmd_compare)
-    plan = sub.add_parser("plan", help="show each stream's task order and the memory plan")
+    plan = sub.add_parser("plan", help="show each stream's task order and the memory plan (with --devices: "
+                                       "the partition over the cards and the transfers)")
     plan.add_argument("model")
     plan.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
     plan.add_argument("--policy", choices=POLICY_CHOICES)
     plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
     _model_options(plan, json_flag=False)
+    cli_devices.spread_options(plan)
     plan.set_defaults(fn=cmd_plan)
     val = sub.add_parser("validate", help="check a YAML graph and list every problem, one per line")
     val.add_argument("graph", help="a .yaml/.yml graph (or any model gx.load reads)")

@@ -42,7 +42,8 @@ def main() -> None:
             name = os.path.basename(path)[6:-5]
             cut = s.cut_bound_bytes or s.lower_bound_bytes
             print(f"{name:<14}{n:>8}{s.peak_bytes / 2**20:>10.2f}{s.lower_bound_bytes / 2**20:>10.2f}"
-                  f"{s.peak_bytes / max(1, s.lower_bound_bytes):>7.3f}{cut / 2**20:>9.2f}{s.peak_bytes / max(1, cut):>7.3f}"
+                  f"{s.peak_bytes / max(1, s.lower_bound_bytes):>7.3f}{cut / 2**20:>9.2f}"
+                  f"{s.peak_bytes / max(1, cut):>7.3f}"
                   f"{s.no_reuse_bytes / 2**20:>13.2f}{s.no_reuse_bytes / max(1, s.peak_bytes):>7.1f}x", flush=True)
 
 

@@ -20,6 +20,7 @@ BENCHMARKS = {
     "threads.py": ["model", "streams"],
     "task_overhead.py": ["case", "tasks"],
     "runtime_launch.py": ["case", "tasks"],
+    "multi_device.py": ["model", "mode"],
 }
 
 

@@ -7,18 +7,28 @@ from typing import Any, Sequence
 COLORS = {"cube": "#1f77b4", "vector": "#2ca02c", "aicpu": "#d62728", "copy": "#9467bd"}
 
 
+def _lanes(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """The device events of a trace and its lanes, (pid, tid) in order: one per stream of
+    every device process (one process for a single device, one per card for several)."""
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    devices = {pid for pid, name in names.items() if str(name).startswith("device")} or {1}
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") in devices]
+    return events, sorted({(e["pid"], e["tid"]) for e in events})
+
+
 def _bars(ax: Any, trace: dict[str, Any], title: str) -> None:
-    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 1]
-    streams = sorted({e["tid"] for e in events})
+    events, lanes = _lanes(trace)
     for e in events:
-        row = streams.index(e["tid"])
+        row = lanes.index((e["pid"], e["tid"]))
         if e["cat"] == "event":
             ax.plot([e["ts"]], [row], marker="v" if e["args"]["kind"] == "wait" else "^", color="black", ms=3)
             continue
         unit = e.get("args", {}).get("unit", "copy")
         ax.broken_barh([(e["ts"], max(e["dur"], 1e-3))], (row - 0.4, 0.8), facecolors=COLORS.get(unit, "grey"),
                        edgecolor="white", linewidth=0.3)
-    ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
+    cards = len({pid for pid, _ in lanes}) > 1
+    ax.set_yticks(range(len(lanes)), [f"card {p} stream {t}" if cards else f"stream {t}" for p, t in lanes])
     ax.invert_yaxis()
     ax.set_title(title, fontsize=9, loc="left")
 
@@ -31,8 +41,7 @@ def gantt(traces: Sequence[dict[str, Any]], titles: Sequence[str], path: str) ->
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    heights = [max(1, len({e["tid"] for e in t["traceEvents"] if e.get("pid") == 1 and e.get("ph") == "X"}))
-               for t in traces]
+    heights = [max(1, len(_lanes(t)[1])) for t in traces]
     fig, axes = plt.subplots(len(traces), 1, sharex=True, squeeze=False,
                              figsize=(11, 1.2 + 0.45 * sum(heights) + 0.5 * len(traces)),
                              gridspec_kw={"height_ratios": heights})
