@@ -114,7 +114,6 @@ def test_compare_over_devices():
     (dict(devices=16), 8, "devices=16: system atlas800-910 has 8 devices"),
     (dict(devices=3, system="atlas300i-duo"), 8, "system atlas300i-duo has 2 devices"),
     (dict(devices=2, parallel="bogus"), 8, "parallel must be one of"),
-    (dict(devices=2, parallel="pipeline"), 8, "parallel='pipeline' is not implemented yet"),
     (dict(devices=0), 8, "devices must be an int >= 1"),
     (dict(devices=4), 6, "batch 6 (axis 0), which 4 devices cannot split evenly"),
     (dict(devices=2, microbatches=3), 8, "which 2 devices x 3 micro-batches cannot split evenly"),

@@ -1,0 +1,144 @@
+"""Pipeline parallelism (issue 16): light models cut into stages on 2 and 4 cards with 1, 2
+and 4 micro-batches are bit-identical to one device, the bubble shrinks as micro-batches
+grow, no kernel reads a value before its copy from the previous card has landed, and a
+model too big for one card's HBM runs when pipelined."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import graphexec as gx
+from graphexec.errors import OutOfMemoryError
+from graphexec.passes.free_batch import free_batch
+from graphexec.runtime.profiles import load_profile
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+MODELS = ["squeezenet", "zfnet512"]   # cheap ones (Conv, Concat branches; Gemms): the whole set takes minutes
+BATCH = 8
+
+
+@functools.cache
+def light(name: str) -> tuple[gx.Graph, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    graph = gx.load(str(LIGHT / f"light_{name}.onnx"))
+    x = graph.inputs[0]
+    feeds = {x: np.random.default_rng(0).standard_normal((BATCH, *graph.values[x].type.shape[1:])).astype(np.float32)}
+    return graph, feeds, gx.Session(free_batch(graph)).run(feeds).outputs
+
+
+def _bits(outputs: dict) -> dict:
+    return {k: (v.shape, v.dtype, v.tobytes()) for k, v in outputs.items()}
+
+
+@pytest.mark.parametrize("microbatches", [1, 2, 4])
+@pytest.mark.parametrize("devices", [2, 4])
+@pytest.mark.parametrize("model", MODELS)
+def test_pipeline_light_model_is_bit_identical(model, devices, microbatches):
+    graph, feeds, one = light(model)
+    result = gx.Session(graph, devices=devices, parallel="pipeline", microbatches=microbatches).run(feeds)
+    assert _bits(result.outputs) == _bits(one)
+    s = result.stats
+    assert s.parallel == "pipeline" and s.num_devices == devices and s.microbatches == microbatches
+    assert [c["device"] for c in s.per_device] == list(range(devices))
+    assert all(c["compute_us"] > 0 and c["weight_bytes"] > 0 for c in s.per_device)
+    assert 0.0 < s.extra["bubble"] < 1.0 and len(s.extra["stages"]) == devices
+    assert s.comm_bytes > 0 and s.comm_us > 0 and 0.0 <= s.comm_hidden <= 1.0
+    _check_copies(result.trace, devices, microbatches)
+
+
+def _check_copies(trace: dict, devices: int, microbatches: int) -> None:
+    """On every card after the first: each value copied in from another card arrives once
+    per micro-batch, and every kernel reading it starts after one of its copies ended and
+    overlaps none (the next copy waits until the card finished the micro-batch)."""
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    for pid in range(1, devices):
+        copies: dict[str, list[tuple[float, float]]] = {}
+        for e in events:
+            if e["pid"] == pid and e["cat"] == "memcpy" and str(e["args"]["kind"]).startswith("p2p"):
+                assert e["args"]["dst"] == pid and e["args"]["src"] < pid
+                copies.setdefault(e["name"].rsplit(" ", 1)[-1], []).append((e["ts"], e["ts"] + e["dur"]))
+        assert copies, f"card {pid} received nothing"
+        for value, spans in copies.items():
+            assert len(spans) == microbatches
+            readers = [e for e in events if e["pid"] == pid and e["cat"] == "kernel"
+                       and value in e["args"].get("inputs", [])]
+            landed = set()
+            for k in readers:
+                start, end = k["ts"], k["ts"] + k["dur"]
+                assert not any(a < end - 1e-6 and start < b - 1e-6 for a, b in spans), (value, k["name"])
+                before = sum(b <= start + 1e-6 for _, b in spans)
+                assert before >= 1, f"{k['name']} on card {pid} reads {value} before it arrived"
+                landed.add(before)
+            assert not readers or landed == set(range(1, microbatches + 1))
+
+
+def _mlp(layers: int = 8, width: int = 1024) -> gx.Graph:
+    """Identical MatMul+Relu layers: a model that cuts into equal stages."""
+    b = gx.GraphBuilder("mlp", opset=17)
+    x = b.input("x", "float32", ["batch", width])
+    rng = np.random.default_rng(1)
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        x = b.Relu(b.MatMul(x, b.constant(w, f"w{i}")))
+    b.output(x)
+    return b.build()
+
+
+def _mlp_feeds() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(2).standard_normal((BATCH, 1024)).astype(np.float32)}
+
+
+def _one_device(graph: gx.Graph, feeds: dict, parts: int) -> dict:
+    """One device running the micro-batches one after the other (BLAS rounds a MatMul
+    differently for another number of rows, so the batch-8 run is only allclose)."""
+    session, step = gx.Session(graph), BATCH // parts
+    outs = [session.run({"x": feeds["x"][i * step:(i + 1) * step]}).outputs for i in range(parts)]
+    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+
+
+def test_bubble_shrinks_as_microbatches_grow():
+    graph, feeds = _mlp(), _mlp_feeds()
+    whole = gx.Session(graph).run(feeds).outputs
+    bubbles = []
+    for m in (1, 2, 4, 8):
+        r = gx.Session(graph, devices=2, parallel="pipeline", microbatches=m).run(feeds)
+        assert _bits(r.outputs) == _bits(_one_device(graph, feeds, m))
+        np.testing.assert_allclose(r.outputs["relu_7_out"], whole["relu_7_out"], rtol=1e-5, atol=1e-6)
+        assert [st["nodes"] for st in r.stats.extra["stages"]] == [8, 8]   # balanced: 4 layers each
+        bubbles.append(r.stats.extra["bubble"])
+    assert bubbles == sorted(bubbles, reverse=True) and bubbles[0] - bubbles[-1] > 0.2, bubbles
+    _check_copies(r.trace, 2, 8)
+
+
+def test_estimate_and_auto():
+    graph, feeds = _mlp(), _mlp_feeds()
+    session = gx.Session(graph, devices=2, parallel="pipeline", microbatches=4)
+    estimate = session.multi.estimate(feeds)
+    assert estimate == pytest.approx(session.run(feeds).stats.makespan_us, rel=1e-6)
+    auto = gx.Session(graph, devices=2, parallel="auto", microbatches=4).run(feeds)
+    assert "pipeline" in auto.stats.extra["auto"]
+
+
+def test_too_big_for_one_card_runs_pipelined():
+    graph, feeds = _mlp(), _mlp_feeds()   # 32 MiB of weights
+    small = load_profile("ascend910").model_copy(update={"hbm_capacity_bytes": 24 << 20})
+    with pytest.raises(OutOfMemoryError):
+        gx.Session(graph, device=small).run(feeds)
+    result = gx.Session(graph, device=small, devices=2, parallel="pipeline", microbatches=2).run(feeds)
+    assert _bits(result.outputs) == _bits(_one_device(graph, feeds, 2))
+    assert all(c["weight_bytes"] <= 16 << 20 for c in result.stats.per_device)
+
+
+@pytest.mark.parametrize("devices,microbatches,message", [
+    (2, 3, "input 'x' has batch 8 (axis 0), which 3 micro-batches cannot split evenly"),
+    (4, 1, "pipeline: 4 stages but the graph has only 2 nodes to cut into stages"),
+])
+def test_bad_input_is_one_line(devices, microbatches, message):
+    graph = _mlp(layers=1) if devices == 4 else _mlp()
+    with pytest.raises(gx.GraphExecError) as err:
+        gx.Session(graph, devices=devices, parallel="pipeline", microbatches=microbatches).run(_mlp_feeds())
+    assert message in str(err.value) and "\n" not in str(err.value)
