@@ -2,7 +2,8 @@
 
 The graph is typed for the feeds' shapes and split (``passes/tensor_split.py``): MatMul/
 Gemm pairs become column- then row-parallel with one all-reduce (sum) of the partial
-outputs; everything else is replicated on every card, which computes it identically.
+outputs, a Conv splits by output channels with an all-gather; everything else is
+replicated on every card, which computes it identically.
 Each card's graph is cut at the collectives into segments, each compiled on its own for
 that card (its own memory plan, its own weight shards). A run launches, on every card,
 segment after segment, each behind events on what it reads: host copies of graph inputs,
@@ -30,7 +31,7 @@ from graphexec.engine.result import make_stats
 from graphexec.hccl import _algo
 from graphexec.hccl._comm import Op, Part
 from graphexec.kernels.quiet import run_quietly
-from graphexec.passes.shape_inference import infer_types
+from graphexec.passes.shape_inference import fold_constants, infer_types
 from graphexec.passes.tensor_split import Collective, Segment, segments, split_graph
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.sim import DeviceTask
@@ -74,7 +75,10 @@ class TensorParallel:
         typed = clone_graph(cl.graph)
         for name, t in types.items():
             typed.values[name].type = t
-        infer_types(typed)
+        for _ in range(4):   # as the shapes pass: weights built by ConstantOfShape become constants
+            step = fold_constants(typed) if cl.options.fold else False
+            if not (infer_types(typed) or step):
+                break
         split = split_graph(typed, n)
         cards: list[list[Compiled]] = []
         segs0: list[Segment] = []
@@ -125,14 +129,15 @@ class TensorParallel:
                 c = by_src.get(v)
                 if c is not None:
                     readers = [j for j, s in enumerate(p.segments) if c.dst in s.from_collective]
-                    evs = _all_reduce(run, c, [bound[r][k] for r in range(n)],
+                    evs = _collective(run, c, [bound[r][k] for r in range(n)],
                                       [[bound[r][j] for j in readers] for r in range(n)], comm,
                                       [ends[r][k] for r in range(n)])
                     landed.update(((r, c.dst), ev) for r, ev in enumerate(evs))
         outputs = self.cluster.graph.outputs
         made = {o: k for k, s in enumerate(p.segments) for o in s.graph.outputs}
         for o in outputs:
-            run.fetch(bound[0][made[o]], [o], ends[0][made[o]])
+            if o in made:
+                run.fetch(bound[0][made[o]], [o], ends[0][made[o]])
         run.finish()
         first = [(p.cards[r][0], run.cards[r].device) for r in range(n)]
         stats, each = multi_stats(first, self.name, 1, p.compile_s)
@@ -146,8 +151,9 @@ class TensorParallel:
         stats = replace(stats, weight_bytes=max(weights), extra=extra)
         values: dict[str, Any] = {}
         if not timing:
-            for o in outputs:
-                values.update(run.outputs(bound[0][made[o]], [o]))
+            for o in outputs:   # one no segment computes is an input or a constant
+                values.update(run.outputs(bound[0][made[o]], [o]) if o in made else
+                              {o: feeds[o] if o in feeds else self.cluster.graph.values[o].const})
         return MultiResult(values, stats, RunRecord.of(run.cards[0].device, p.cards[0][0]), cards=run.snapshots(),
                            card_stats=each)
 
@@ -181,30 +187,34 @@ def _local_copy(run: CardsRun, src: Bound, dst: Bound, name: str, after: list[Ev
     return run.record(dev, stream)
 
 
-def _all_reduce(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list[Bound]], comm: list[Stream],
+def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list[Bound]], comm: list[Stream],
                 after: list[list[Event]]) -> list[Event]:
-    """The all-reduce (sum) of ``c.src`` (in ``srcs``, one per card) into ``c.dst`` of every
-    reading segment, on each card's communication stream behind ``after``; its events."""
+    """The all-reduce (sum) or all-gather (stacked in card order) of ``c.src`` (in ``srcs``,
+    one per card) into ``c.dst`` of every reading segment, on each card's communication
+    stream behind ``after``; its events."""
     server = run.server
     devices = tuple(b.card.index for b in srcs)
     views = [[_view(b, c.dst) for b in row] for row in dsts]
     t = srcs[0].plan.graph.values[c.src].type
-    nbytes = t.nbytes
+    nbytes = t.nbytes * (len(devices) if c.kind == "all_gather" else 1)
     dtype = np.dtype(t.dtype)
     profile = server.system.device_profile
-    plan = _algo.plan("all_reduce", _algo.choose(server.system, devices), len(devices), float(nbytes),
+    plan = _algo.plan(c.kind, _algo.choose(server.system, devices), len(devices), float(nbytes),
                       _algo.reduce_us_per_byte(profile, dtype), 1.0 / profile.copy_bytes_per_us("d2d"))
 
     def compute(parts: dict[int, Part]) -> None:
         if run.timing:
             return
-        total = sum(np.array(srcs[r].ctx.read(c.src), dtype=np.float64 if dtype.kind == "f" else dtype)
-                    for r in sorted(parts))
-        out = np.asarray(total).astype(dtype)
+        ins = [np.array(srcs[r].ctx.read(c.src)) for r in sorted(parts)]
+        if c.kind == "all_gather":
+            out = np.stack(ins)
+        else:
+            out = np.asarray(sum(x.astype(np.float64) if dtype.kind == "f" else x for x in ins)).astype(dtype)
         for r, part in parts.items():
             part.out = _writes([v for v, _, _ in views[r]], out)
 
-    op = Op("HcclAllReduce", ("HcclAllReduce",), devices, server, plan, compute, len(devices))
+    what = "HcclAllGather" if c.kind == "all_gather" else "HcclAllReduce"
+    op = Op(what, (what,), devices, server, plan, compute, len(devices))
     events = []
     for r, b in enumerate(srcs):
         dev = b.card.device
@@ -212,7 +222,7 @@ def _all_reduce(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
             dev.stream_wait_event(comm[r], ev)
         meta = {"link": _algo.link_kinds(server.system, devices, plan) or None, "bytes": nbytes,
                 "algorithm": plan.algorithm, "rank": r}
-        task = DeviceTask("hccl", comm[r], f"HcclAllReduce {c.src}", unit="", bytes=float(nbytes), reads=[],
+        task = DeviceTask("hccl", comm[r], f"{what} {c.src}", unit="", bytes=float(nbytes), reads=[],
                           writes=[(ptr, nb, c.dst) for _, ptr, nb in views[r]], meta=meta)
         part = Part(op, r, dev, task)
         task.driver, task.end_fn = part, part.land

@@ -6,9 +6,14 @@ only through elementwise ops (Relu, Gelu, bias Adds, ...): the first becomes
 column-parallel (card r holds the weight's columns ``r*H/n:(r+1)*H/n`` and the matching
 shard of every bias on the way), the second row-parallel (rows of the same shard), and
 its output a partial sum that one all-reduce (sum) over the cards completes; a Gemm's
-bias is added once, after the all-reduce. Everything else is replicated: every card
-computes it identically. A candidate the shapes do not allow (columns that ``n`` does
-not divide, no partner, a reader of the split columns that is not elementwise) stays
+bias is added once, after the all-reduce. A Conv (group 1) with constant weights splits
+by output channels: card r computes channel block r, an all-gather stacks the blocks
+([n, B, C/n, ...]) and a Transpose + Reshape puts them back as [B, C, ...] (their ranks
+are the collective's result, so every card has the whole output after it).
+Everything else is replicated: every card
+computes it identically. A candidate the shapes do not allow (columns or channels that
+``n`` does not divide, no partner, a reader of the split columns that is not elementwise,
+a grouped Conv, shapes unknown before the run) stays
 replicated and the report says why.
 
 :func:`segments` cuts a card's graph at the collectives: segment k holds what collective
@@ -20,19 +25,21 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from graphexec.ir import Graph, Node, TensorType
 
 ELEMENTWISE = {"Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Identity", "LeakyRelu", "Elu", "Selu", "Softplus",
-               "Neg", "Abs", "Exp", "HardSigmoid", "HardSwish", "Add", "Mul", "Sub", "Div", "Pow", "Max", "Min"}
+               "Neg", "Abs", "Exp", "HardSigmoid", "HardSwish", "Dropout", "Add", "Mul", "Sub", "Div", "Pow",
+               "Max", "Min"}
 
 
 @dataclass(frozen=True)
 class Collective:
-    """An all-reduce (sum) of ``src`` on every card into ``dst``."""
+    """A collective over the cards: "all_reduce" (sum) of ``src`` into ``dst``, or "all_gather"
+    (``dst`` = every card's ``src`` stacked on a new leading axis in card order)."""
 
     kind: str
     src: str
@@ -100,9 +107,31 @@ def _region(g: Graph, a: Node, order: dict[str, int], h: int, used: set[str]) ->
         region.update(o for o in node.outputs if o)
     if partner is None:
         return "no MatMul/Gemm with a constant weight reads its output through elementwise ops"
+    read = {i for node in nodes for i in node.inputs} | {partner.inputs[0], a.outputs[0], partner.outputs[0]}
+    for v in (region | {partner.outputs[0]}) & read:   # an unread output (a Dropout's mask) may stay untyped
+        t = g.values[v].type
+        if not t.is_static or not t.shape or t.shape[-1] != (h if v in region else t.shape[-1]):
+            return f"{v!r} has shape {t}, not [..., {h}] known before the run"
     if region & set(g.outputs):
         return "a value between the pair is a graph output"
     return nodes, partner
+
+
+def _conv_ok(g: Graph, node: Node, n: int) -> str:
+    """Why Conv ``node`` cannot split by output channels over ``n`` cards ("" if it can)."""
+    w = g.values[node.inputs[1]].const
+    if w is None or w.ndim < 3:
+        return "its weight is not a constant tensor"
+    if int(node.attrs.get("group", 1)) != 1:
+        return "a grouped Conv"
+    if w.shape[0] % n:
+        return f"its {w.shape[0]} output channels do not split over {n} cards"
+    if len(node.inputs) > 2 and node.inputs[2] and g.values[node.inputs[2]].const is None:
+        return "its bias is not a constant"
+    t = g.values[node.outputs[0]].type
+    if not t.is_static or not t.shape or t.shape[1] != w.shape[0]:
+        return f"its output has shape {t}, not known before the run"
+    return ""
 
 
 def _shard(arr: np.ndarray, axis: int, r: int, n: int) -> np.ndarray:
@@ -116,11 +145,19 @@ def split_graph(g: Graph, n: int) -> Split:
     used: set[str] = set()
     pairs: list[tuple[Node, list[Node], Node, int]] = []
     split, replicated = [], []
+    convs: list[Node] = []
     for node in g.nodes:
         if node.op not in ("MatMul", "Gemm", "Conv") or node.name in used:
             continue
         if node.op == "Conv":
-            replicated.append({"node": node.name, "op": node.op, "reason": "Conv splits are not built yet"})
+            why = _conv_ok(g, node, n)
+            if why:
+                replicated.append({"node": node.name, "op": node.op, "reason": why})
+            else:
+                convs.append(node)
+                chans = int(cast(np.ndarray, g.values[node.inputs[1]].const).shape[0])
+                split.append({"nodes": [node.name], "kind": "output channels", "collective": "all_gather",
+                              "value": node.outputs[0], "channels": chans})
             continue
         w = _matmul_weight(g, node)
         if isinstance(w, str):
@@ -141,15 +178,16 @@ def split_graph(g: Graph, n: int) -> Split:
         split.append({"nodes": [node.name, partner.name], "kind": "column+row parallel",
                       "collective": "all_reduce", "value": partner.outputs[0], "columns": h})
     report = {"split": split, "replicated": replicated,
-              "replicated_nodes": len(g.nodes) - sum(2 + len(p[1]) for p in pairs)}
-    cards, colls = [], []
+              "replicated_nodes": len(g.nodes) - len(convs) - sum(2 + len(p[1]) for p in pairs)}
+    cards: list[Graph] = []
+    colls: list[Collective] = []
     for r in range(n):
-        card, colls = _rewrite(g, pairs, r, n)
+        card, colls = _rewrite(g, pairs, convs, r, n)
         cards.append(card)
     return Split(cards, colls, report)
 
 
-def _rewrite(g: Graph, pairs: list[tuple[Node, list[Node], Node, int]], r: int, n: int
+def _rewrite(g: Graph, pairs: list[tuple[Node, list[Node], Node, int]], convs: list[Node], r: int, n: int
              ) -> tuple[Graph, list[Collective]]:
     """Card ``r``'s graph: sharded weights, partial sums, nodes after the all-reduces."""
     out = copy.copy(g)
@@ -177,8 +215,8 @@ def _rewrite(g: Graph, pairs: list[tuple[Node, list[Node], Node, int]], r: int, 
                 const(na, 2, _shard(c.reshape(-1), 0, r, n))
         for v in [a.outputs[0]] + [o for node in region for o in node.outputs if o]:
             t = g.values[v].type   # the split columns: the last dim over n
-            assert t.shape is not None and isinstance(t.shape[-1], int)
-            out.values[v].type = TensorType(t.dtype, (*t.shape[:-1], t.shape[-1] // n))
+            if t.is_static and t.shape:
+                out.values[v].type = TensorType(t.dtype, (*t.shape[:-1], cast(int, t.shape[-1]) // n))
         for node in region:
             nr = nodes[node.name]
             for k, i in enumerate(node.inputs):
@@ -200,6 +238,32 @@ def _rewrite(g: Graph, pairs: list[tuple[Node, list[Node], Node, int]], r: int, 
                          [total, bias] if bias else [total], [y])
             extra[b.name] = [after]
         colls.append(Collective("all_reduce", partial, total))
+    for conv in convs:
+        nc = nodes[conv.name]
+        const(nc, 1, _shard(g.values[conv.inputs[1]].const, 0, r, n))   # type: ignore[arg-type]
+        if len(conv.inputs) > 2 and conv.inputs[2]:
+            const(nc, 2, _shard(g.values[conv.inputs[2]].const, 0, r, n))   # type: ignore[arg-type]
+        y = conv.outputs[0]
+        t = g.values[y].type
+        assert t.shape is not None
+        batch, chans, *rest = (cast(int, d) for d in t.shape)   # static (``_conv_ok``)
+        part, gathered = f"{y}__part", f"{y}__gathered"
+        nc.outputs = [part]
+        out.value(part).type = TensorType(t.dtype, (batch, chans // n, *rest))
+        out.value(gathered).type = TensorType(t.dtype, (n, batch, chans // n, *rest))
+        colls.append(Collective("all_gather", part, gathered))
+        shape = out.value(f"{y}__shape")
+        shape.const = np.array(t.shape, np.int64)
+        shape.type = TensorType(np.dtype(np.int64), (len(t.shape),))
+        src = gathered
+        join: list[Node] = []
+        if batch != 1:   # [n, B, C/n, ...] -> [B, n, C/n, ...]: the channels of card r are block r
+            src = f"{y}__moved"
+            out.value(src).type = TensorType(t.dtype, (batch, n, chans // n, *rest))
+            join.append(Node(f"{conv.name}__tp_move", "Transpose", [gathered], [src],
+                              {"perm": [1, 0, *range(2, len(t.shape) + 1)]}))
+        join.append(Node(f"{conv.name}__tp_join", "Reshape", [src, f"{y}__shape"], [y]))
+        extra[conv.name] = join
     out.nodes = []
     for node in g.nodes:
         out.nodes.append(nodes[node.name])

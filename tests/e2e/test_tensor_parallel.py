@@ -108,3 +108,28 @@ def test_no_splittable_pair_runs_replicated_and_says_so():
     assert "reads the split columns" in splits["replicated"][0]["reason"]
     assert r.stats.per_device[1]["weight_bytes"] == one.stats.weight_bytes
 
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_conv_splits_by_output_channels_with_an_all_gather(devices):
+    rng = np.random.default_rng(4)
+    mk = helper.make_node
+    inits = {"wa": _w(rng, 128, 32, 3, 3), "ba": rng.standard_normal(128).astype(np.float32),
+             "wb": _w(rng, 64, 128, 1, 1), "wc": _w(rng, 5, 128, 1, 1)}
+    nodes = [mk("Conv", ["x", "wa", "ba"], ["a"], name="ca", pads=[1, 1, 1, 1]), mk("Relu", ["a"], ["r"], name="r"),
+             mk("Conv", ["r", "wb"], ["b"], name="cb"), mk("Conv", ["r", "wc"], ["c"], name="cc"),
+             mk("Concat", ["b", "c"], ["y"], name="cat", axis=1)]
+    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 9, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 69, 9, 9])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    graph = gx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    feeds = _feeds(graph)
+    one = gx.Session(graph).run(feeds)
+    result = gx.Session(graph, devices=devices, parallel="tensor").run(feeds)
+    np.testing.assert_allclose(result.outputs["y"], one.outputs["y"], rtol=1e-4, atol=1e-5)
+    splits = result.stats.extra["tensor_splits"]
+    assert [(x["nodes"], x["collective"]) for x in splits["split"]] == [(["ca"], "all_gather"), (["cb"], "all_gather")]
+    assert splits["replicated"] == [{"node": "cc", "op": "Conv",
+                                     "reason": f"its 5 output channels do not split over {devices} cards"}]
+    sharded = (inits["wa"].nbytes + inits["ba"].nbytes + inits["wb"].nbytes) / devices + inits["wc"].nbytes
+    assert result.stats.per_device[1]["weight_bytes"] == pytest.approx(sharded, rel=0.1)   # plus alignment
