@@ -23,27 +23,25 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, gc_paused
-from graphexec.engine.feeds import check_feeds, signature
+from graphexec.engine.feeds import signature
 from graphexec.engine.multi import Bound, CardsRun
 from graphexec.engine.multi_stats import MultiResult, multi_stats
 from graphexec.engine.parallel import Cluster, register, split_batch
-from graphexec.errors import FeedError, GraphExecError
-from graphexec.ir import Graph, TensorType
-from graphexec.kernels.quiet import run_quietly
-from graphexec.passes.free_batch import free_batch
+from graphexec.engine.parallel_base import SimulatedMode
+from graphexec.errors import GraphExecError
+from graphexec.ir import TensorType
 from graphexec.profiling.record import RunRecord
 
 
 @register("data")
-class DataParallel:
+class DataParallel(SimulatedMode):
     """The ``parallel="data"`` mode (see the module docstring)."""
 
     name = "data"
 
     def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
+        super().__init__(cluster)
         self._plans: dict[tuple, list[Compiled]] = {}
-        self._freed: dict[tuple[str, ...], Graph] = {}
 
     @property
     def parts(self) -> int:
@@ -52,20 +50,6 @@ class DataParallel:
     def _shares(self, feeds: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
         n, m = self.cluster.devices, self.cluster.spread.microbatches
         return split_batch(feeds, n * m, f"{n} devices" if m == 1 else f"{n} devices x {m} micro-batches")
-
-    def _typed(self, names: list[str], part: Mapping[str, Any]) -> tuple[Graph, dict[str, TensorType]]:
-        """The graph that takes a part of the batch, and the part's input types."""
-        graph = self.cluster.graph
-        try:
-            return graph, check_feeds(graph, part)
-        except FeedError:
-            key = tuple(names)
-            freed = self._freed.get(key)
-            if freed is None:
-                freed = self._freed[key] = free_batch(graph, names)
-            if freed is graph:
-                raise
-            return freed, check_feeds(freed, part)
 
     def plans(self, feeds: Mapping[str, Any] | None) -> list[Compiled]:
         """One plan per card for the parts of ``feeds`` (None: the declared shapes),
@@ -89,14 +73,6 @@ class DataParallel:
 
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         return self.plans(feeds)[0]
-
-    def run(self, feeds: dict[str, Any]) -> MultiResult:
-        with gc_paused(), run_quietly():
-            return self._run(feeds, timing=False)
-
-    def estimate(self, feeds: dict[str, Any]) -> float:
-        """The makespan of a timing-only run (no kernel computes, no byte moves)."""
-        return self._run(feeds, timing=True).stats.makespan_us
 
     def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
         plans = self.plans(feeds)

@@ -26,16 +26,14 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
-from graphexec.engine.feeds import check_feeds, signature
+from graphexec.engine.feeds import signature
 from graphexec.engine.multi import Bound, CardsRun
 from graphexec.engine.multi_stats import MultiResult, multi_stats
 from graphexec.engine.parallel import Cluster, register, split_batch
+from graphexec.engine.parallel_base import SimulatedMode
 from graphexec.engine.parallel_data import gather
-from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
-from graphexec.kernels.quiet import run_quietly
 from graphexec.passes.base import CompileState
-from graphexec.passes.free_batch import free_batch
 from graphexec.passes.pipeline_cut import Stage, cut, node_costs, stage_graph, value_bytes
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.stream import Event
@@ -49,32 +47,18 @@ class _Pipeline:
 
 
 @register("pipeline")
-class PipelineParallel:
+class PipelineParallel(SimulatedMode):
     """The ``parallel="pipeline"`` mode (see the module docstring)."""
 
     name = "pipeline"
 
     def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
+        super().__init__(cluster)
         self._pipes: dict[tuple, _Pipeline] = {}
-        self._freed: dict[tuple[str, ...], Graph] = {}
 
     def _shares(self, feeds: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
         m = self.cluster.spread.microbatches
         return split_batch(feeds, m, f"{m} micro-batches")
-
-    def _typed(self, names: list[str], part: Mapping[str, Any]) -> tuple[Graph, dict[str, TensorType]]:
-        graph = self.cluster.graph
-        try:
-            return graph, check_feeds(graph, part)
-        except FeedError:
-            key = tuple(names)
-            freed = self._freed.get(key)
-            if freed is None:
-                freed = self._freed[key] = free_batch(graph, names)
-            if freed is graph:
-                raise
-            return freed, check_feeds(freed, part)
 
     def pipeline(self, feeds: Mapping[str, Any] | None) -> _Pipeline:
         """The stages and their plans for micro-batches of ``feeds`` (None: the declared
@@ -109,14 +93,6 @@ class PipelineParallel:
 
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         return self.pipeline(feeds).plans[0]
-
-    def run(self, feeds: dict[str, Any]) -> MultiResult:
-        with gc_paused(), run_quietly():
-            return self._run(feeds, timing=False)
-
-    def estimate(self, feeds: dict[str, Any]) -> float:
-        """The makespan of a timing-only run (no kernel computes, no byte moves)."""
-        return self._run(feeds, timing=True).stats.makespan_us
 
     def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
         pipe = self.pipeline(feeds)

@@ -22,15 +22,15 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, gc_paused
+from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
 from graphexec.engine.feeds import check_feeds, default_feeds, signature
 from graphexec.engine.multi import Bound, Card, CardsRun
 from graphexec.engine.multi_stats import MultiResult, multi_stats
 from graphexec.engine.parallel import Cluster, register
+from graphexec.engine.parallel_base import SimulatedMode
 from graphexec.engine.result import make_stats
 from graphexec.hccl import _algo
 from graphexec.hccl._comm import Op, Part
-from graphexec.kernels.quiet import run_quietly
 from graphexec.passes.shape_inference import fold_constants, infer_types
 from graphexec.passes.tensor_split import Collective, Segment, segments, split_graph
 from graphexec.profiling.record import RunRecord
@@ -50,13 +50,13 @@ class Plans:
 
 
 @register("tensor")
-class TensorParallel:
+class TensorParallel(SimulatedMode):
     """The ``parallel="tensor"`` mode (see the module docstring)."""
 
     name = "tensor"
 
     def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
+        super().__init__(cluster)
         self._plans: dict[tuple, Plans] = {}
 
     def plans(self, feeds: Mapping[str, Any] | None) -> Plans:
@@ -98,14 +98,6 @@ class TensorParallel:
 
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         return self.plans(feeds).cards[0][0]
-
-    def run(self, feeds: dict[str, Any]) -> MultiResult:
-        with gc_paused(), run_quietly():
-            return self._run(feeds, timing=False)
-
-    def estimate(self, feeds: dict[str, Any]) -> float:
-        """The makespan of a timing-only run (no kernel computes, no byte moves)."""
-        return self._run(feeds, timing=True).stats.makespan_us
 
     def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
         p = self.plans(feeds)

@@ -24,7 +24,7 @@ LAYERS = [
     {"hccl"},            # HCCL sits on the ACL runtime (its STATE: devices, streams, the server)
     {"profiling"},
     {"engine"},
-    {"__init__"},
+    {"__init__", "_cli_devices"},
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
