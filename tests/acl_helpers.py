@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec import acl
+from graphexec.acl._state import STATE
 
 MB = 1024 * 1024
+
+
+def clean_acl() -> None:
+    """Finalize the ACL state if a test left it initialized."""
+    if STATE.initialized:
+        acl.finalize()
 
 
 def scale(src: int, dst: int, n: int, k: float) -> None:

@@ -58,6 +58,30 @@ class Comparison:
         return {"rows": [r.__dict__ for r in self.rows], "identical": self.identical}
 
 
+def run_rows(counts: list[Any], label: str, make: Callable[[Any], Session],
+             row: Callable[[Any, Session, Any, float], Any], feeds: Mapping[str, Any],
+             progress: Callable[[int, int, str], None] | None) -> tuple[list[Any], list[Result], list[Session], bool]:
+    """Run one session per count (``make``) on ``feeds``; a row each (``row``, with its
+    speedup over the first), and whether every run's outputs are bit-identical."""
+    rows: list[Any] = []
+    results: list[Result] = []
+    sessions: list[Session] = []
+    for i, n in enumerate(counts):
+        if progress is not None:
+            progress(i, len(counts), f"{label}={n}")
+        session = make(n)
+        result = session.run(feeds)
+        s = result.stats
+        base = results[0].stats.makespan_us if results else s.makespan_us
+        rows.append(row(n, session, s, base / s.makespan_us if s.makespan_us else 1.0))
+        results.append(result)
+        sessions.append(session)
+    if progress is not None:
+        progress(len(counts), len(counts), "done")
+    identical = all(_same(results[0].outputs, r.outputs) for r in results[1:])
+    return rows, results, sessions, identical
+
+
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in a)
 
@@ -86,24 +110,15 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
         return compare_devices(graph, devices, feeds, parallel, 1 if streams is None else streams, microbatches,
                                system, device, launch, threads, progress)
     streams = (1, 2, 4, 8) if streams is None else [streams] if isinstance(streams, (int, str)) else streams
-    rows: list[CompareRow] = []
-    results: list[Result] = []
-    sessions: list[Session] = []
     counts = list(streams)
-    for i, n in enumerate(counts):
-        if progress is not None:
-            progress(i, len(counts), f"streams={n}")
-        session = Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy,
-                          launch=launch, threads=threads)
-        result = session.run(feeds)
-        s = result.stats
-        base = results[0].stats.makespan_us if results else s.makespan_us
-        rows.append(CompareRow(n, session.compiled.schedule.policy, s.num_streams, s.num_events, s.makespan_us,
-                               base / s.makespan_us if s.makespan_us else 1.0, s.lower_bound_us,
-                               s.cube_utilization, s.vector_utilization, s.peak_bytes))
-        results.append(result)
-        sessions.append(session)
-    if progress is not None:
-        progress(len(counts), len(counts), "done")
-    identical = all(_same(results[0].outputs, r.outputs) for r in results[1:])
+
+    def make(n: int | str) -> Session:
+        return Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy,
+                       launch=launch, threads=threads)
+
+    def row(n: int | str, session: Session, s: Any, speedup: float) -> CompareRow:
+        return CompareRow(n, session.compiled.schedule.policy, s.num_streams, s.num_events, s.makespan_us,
+                          speedup, s.lower_bound_us, s.cube_utilization, s.vector_utilization, s.peak_bytes)
+
+    rows, results, sessions, identical = run_rows(counts, "streams", make, row, feeds, progress)
     return Comparison(rows, identical, results, sessions)

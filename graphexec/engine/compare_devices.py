@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from graphexec.engine.compare import Comparison, _same
+from graphexec.engine.compare import Comparison, run_rows
 from graphexec.engine.feeds import check_feeds
-from graphexec.engine.result import Result
 from graphexec.engine.session import Session
 from graphexec.errors import FeedError
 from graphexec.ir import Graph
@@ -70,28 +69,18 @@ def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, An
     """One row per card count in ``devices``, each a session over that many cards."""
     counts = list(devices)
     one = device if device is not None or system is None else load_system(system).device_profile
-    rows: list[DeviceRow] = []
-    results: list[Result] = []
-    sessions: list[Session] = []
-    for i, n in enumerate(counts):
-        if progress is not None:
-            progress(i, len(counts), f"devices={n}")
+
+    def make(n: int) -> Session:
         if n == 1:
-            session = Session(_one_card_graph(graph, feeds), streams=streams, device=one, launch=launch,
-                              threads=threads)
-        else:
-            session = Session(graph, streams=streams, device=device, launch=launch, threads=threads, devices=n,
-                              parallel=parallel, microbatches=microbatches, system=system)
-        result = session.run(feeds)
-        s = result.stats
-        base = results[0].stats.makespan_us if results else s.makespan_us
-        rows.append(DeviceRow(n, getattr(s, "parallel", "-"), s.makespan_us,
-                              base / s.makespan_us if s.makespan_us else 1.0, getattr(s, "comm_us", 0.0),
-                              getattr(s, "comm_hidden", 0.0), s.cube_utilization, s.vector_utilization,
-                              s.peak_bytes, s.weight_bytes))
-        results.append(result)
-        sessions.append(session)
-    if progress is not None:
-        progress(len(counts), len(counts), "done")
-    identical = all(_same(results[0].outputs, r.outputs) for r in results[1:])
+            return Session(_one_card_graph(graph, feeds), streams=streams, device=one, launch=launch,
+                           threads=threads)
+        return Session(graph, streams=streams, device=device, launch=launch, threads=threads, devices=n,
+                       parallel=parallel, microbatches=microbatches, system=system)
+
+    def row(n: int, session: Session, s: Any, speedup: float) -> DeviceRow:
+        return DeviceRow(n, getattr(s, "parallel", "-"), s.makespan_us, speedup, getattr(s, "comm_us", 0.0),
+                         getattr(s, "comm_hidden", 0.0), s.cube_utilization, s.vector_utilization,
+                         s.peak_bytes, s.weight_bytes)
+
+    rows, results, sessions, identical = run_rows(counts, "devices", make, row, feeds, progress)
     return DeviceComparison(rows, identical, results, sessions)
