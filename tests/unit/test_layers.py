@@ -24,6 +24,7 @@ LAYERS = [
     {"hccl"},            # HCCL sits on the ACL runtime (its STATE: devices, streams, the server)
     {"profiling"},
     {"engine"},
+    {"npu"},             # eager mode: tensors launched on the runtime, Module runs engine's plans
     {"__init__", "_cli_devices"},
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
