@@ -160,6 +160,18 @@ class Device:
         finally:
             self._on_device -= 1
 
+    @contextmanager
+    def model_execute(self) -> Iterator[None]:
+        """Launches made meanwhile are the tasks of one loaded graph (a captured graph's
+        replay, a compiled plan run from eager code): one host call starts them all, as
+        graph mode's ModelExecute, on a device that otherwise launches task by task."""
+        saved = self.graph_mode, self._execute
+        self.graph_mode, self._execute = True, None
+        try:
+            yield
+        finally:
+            self.graph_mode, self._execute = saved
+
     def _launch_on_device(self, task: DeviceTask) -> DeviceTask:
         self.sim.submit(task, self.sim.now)
         if self.checker is not None:

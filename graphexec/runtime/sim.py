@@ -283,6 +283,9 @@ class Simulator:
         for task in list(self._active):
             pool = pools.get(task.unit) or self.pool_of(task.unit)
             n = min(task.blocks_left, cores.free[pool])
+            limit = task.stream.core_limit
+            if limit is not None and task.unit in limit:   # a stream runs one kernel at a time
+                n = min(n, limit[task.unit] - task.blocks_running)
             if n <= 0:
                 continue
             cores.place(task, pool, n, now)

@@ -19,6 +19,7 @@ class Stream:
     last_end: float = 0.0
     destroyed: bool = False
     context: Any = None
+    core_limit: dict[str, int] | None = None   # unit -> most cores its kernels may hold (set_stream_limit)
 
     def __repr__(self) -> str:
         return f"Stream({self.id})"
