@@ -1,32 +1,87 @@
 """A caching allocator over device memory, for direct mallocs and run-time-sized tensors.
 
-Segments come from the device (2 MiB for requests up to 1 MiB, a request's own huge-page
-multiple above that, as HUGE_FIRST allocates) and are carved into blocks: best fit, split
-when the rest is worth keeping, neighbours coalesced when freed. Every block belongs to
-the pool of the stream it was allocated for. A block that other streams used is handed
-out again only after an event recorded on each of them at free time has completed, so a
-kernel still reading it on another stream never sees its bytes reused (PyTorch's
-``record_stream`` protocol, here inferred from the launches themselves).
+Segments come from the device and are carved into blocks: best fit, split when the rest
+is worth keeping, neighbours coalesced when freed. Every block belongs to the pool of the
+stream it was allocated for. A block that other streams used is handed out again only
+after an event recorded on each of them at free time has completed, so a kernel still
+reading it on another stream never sees its bytes reused (PyTorch's ``record_stream``).
+
+Two rule sets (:class:`Rules`): ``CANN`` (acl.malloc_cached, the engine's run-time
+tensors) rounds like aclrtMalloc, takes 2 MiB segments for requests up to 1 MiB and a
+request's own huge-page multiple above, and learns the streams that use a block from
+the launches themselves (``Device.launch`` tells its own allocator). ``TORCH`` (graphexec.npu) follows PyTorch's
+CUDACachingAllocator: 512-byte rounding, separate small (<= 1 MiB, 2 MiB segments) and
+large pools (1-10 MiB requests cut from 20 MiB segments, larger ones rounded to 2 MiB),
+large blocks split only when more than 1 MiB is left, ``max_split_size`` blocks never
+split, and only ``record_stream`` marks another stream's use.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graphexec.errors import OutOfMemoryError
 from graphexec.runtime.codes import invalid_handle, invalid_param
 
-SMALL = 1024 * 1024            # requests up to this share 2 MiB segments
-SMALL_SEGMENT = 2 * 1024 * 1024
-HUGE_PAGE = 2 * 1024 * 1024
+MiB = 1024 * 1024
+SMALL = 1 * MiB                # requests up to this share 2 MiB segments
+SMALL_SEGMENT = 2 * MiB
+HUGE_PAGE = 2 * MiB
 MIN_SPLIT = 512                # a remainder smaller than this stays with the block
+MIN_LARGE_ALLOC = 10 * MiB     # torch kMinLargeAlloc: below it, large requests take 20 MiB segments
+LARGE_SEGMENT = 20 * MiB       # torch kLargeBuffer
+STAT_NAMES = ("allocation", "segment", "active", "allocated_bytes", "reserved_bytes", "active_bytes",
+              "requested_bytes")
 
 
 def request_size(size: int) -> int:
     """CANN's rounding of a malloc: up to a multiple of 32, plus 32."""
     return -(-size // 32) * 32 + 32
+
+
+def _up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How an allocator rounds, sizes segments and splits (``torch``: PyTorch's rules)."""
+
+    torch: bool = False
+    max_split_size: int | None = None  # torch: blocks this large are never split
+    expandable: bool = False           # torch expandable_segments: reserve grows by 2 MiB pages
+
+    def round(self, size: int) -> int:
+        return _up(max(size, 1), MIN_SPLIT) if self.torch else request_size(size)
+
+    def segment_size(self, need: int) -> int:
+        if need <= SMALL:
+            return SMALL_SEGMENT
+        if self.torch and not self.expandable and need < MIN_LARGE_ALLOC:
+            return LARGE_SEGMENT
+        return _up(need, HUGE_PAGE)
+
+    def can_split(self, rest: int, small: bool, size: int) -> bool:
+        if not self.torch:
+            return rest >= MIN_SPLIT
+        if self.max_split_size is not None and size >= self.max_split_size and not small:
+            return False
+        return rest >= MIN_SPLIT if small else rest > SMALL
+
+    def fits(self, block: "Block", need: int) -> bool:
+        """torch: an oversize block serves only a request that is itself oversize, and
+        wastes less than a large segment doing so."""
+        if not self.torch or block.small or self.max_split_size is None:
+            return True
+        if need < self.max_split_size:
+            return block.size < self.max_split_size
+        return block.size < need + LARGE_SEGMENT
+
+
+CANN = Rules()
+TORCH = Rules(torch=True)
 
 
 @dataclass(eq=False, slots=True)
@@ -38,6 +93,8 @@ class Block:
     free: bool = True
     used_by: set = field(default_factory=set)
     events: list = field(default_factory=list)   # recorded at free time on the other users
+    small: bool = True
+    requested: int = 0
 
     @property
     def ptr(self) -> int:
@@ -56,34 +113,42 @@ class AllocatorStats:
 class CachingAllocator:
     """Stream-aware caching allocator of one device."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, rules: Rules = CANN) -> None:
         self.dev = device
+        self.rules = rules
         self.segments: dict[int, list[Block]] = {}   # base -> blocks by offset
         self.live: dict[int, Block] = {}             # ptr -> allocated block
         self.pending: list[Block] = []
         self._hits = self._misses = 0
+        self.counters: dict[str, list[int]] = {}     # "stat.pool" -> [current, peak, allocated, freed]
+        self.retries = self.ooms = 0
 
     def malloc(self, size: int, stream: Any) -> int:
         """A pointer to at least ``size`` bytes for use on ``stream``."""
         if size <= 0:
             raise invalid_param(f"malloc size must be > 0, got {size}")
-        need = request_size(size)
-        self._collect()
-        block = self._best_fit(need, stream)
+        need = self.rules.round(size)
+        small = need <= SMALL
+        if self.pending:
+            self._collect()
+        block = self._best_fit(need, stream, small)
         if block is None:
             self._misses += 1
-            block = self._new_segment(need, stream)
+            block = self._new_segment(need, stream, small)
         else:
             self._hits += 1
         self._split(block, need)
         block.free = False
         block.used_by = {stream}
+        block.requested = size
         self.live[block.ptr] = block
+        self._count(block, "allocation", 1, "allocated_bytes", block.size, "requested_bytes", size)
+        self._count(block, "active", 1, "active_bytes", block.size)
         return block.ptr
 
     def note_use(self, ptr: int, stream: Any) -> None:
         """A task on ``stream`` touches ``ptr``: remember it (record_stream)."""
-        block = self._block_at(ptr)
+        block = self.live.get(ptr) or self._block_at(ptr)
         if block is not None:
             block.used_by.add(stream)
 
@@ -92,6 +157,7 @@ class CachingAllocator:
         block = self.live.pop(ptr, None)
         if block is None:
             raise invalid_handle(f"free of {ptr:#x}, which the caching allocator did not hand out or freed twice")
+        self._count(block, "allocation", -1, "allocated_bytes", -block.size, "requested_bytes", -block.requested)
         others = [s for s in block.used_by if s is not block.stream and not s.destroyed]
         for s in sorted(others, key=lambda s: s.id):
             ev = self.dev.create_event()
@@ -107,6 +173,7 @@ class CachingAllocator:
         self._collect()
         for base, blocks in list(self.segments.items()):
             if len(blocks) == 1 and blocks[0].free and not blocks[0].events:
+                self._count(blocks[0], "segment", -1, "reserved_bytes", -blocks[0].size)
                 self.dev.memory.free(base)
                 del self.segments[base]
 
@@ -118,7 +185,27 @@ class CachingAllocator:
                               sum(b.size for b in self.live.values()),
                               (1 - max(free) / total_free) if total_free else 0.0)
 
+    def counter(self, name: str, pool: str = "all") -> tuple[int, int, int, int]:
+        """(current, peak, allocated, freed) of one of STAT_NAMES, as PyTorch counts them."""
+        return tuple(self.counters.get(f"{name}.{pool}", (0, 0, 0, 0)))  # type: ignore[return-value]
+
+    def reset_peaks(self) -> None:
+        for c in self.counters.values():
+            c[1] = c[0]
+
     # ---- internals ---------------------------------------------------------------
+    def _count(self, block: Block, *pairs: Any) -> None:
+        pool = "small_pool" if block.small else "large_pool"
+        for i in range(0, len(pairs), 2):
+            name, delta = pairs[i], pairs[i + 1]
+            for key in (f"{name}.all", f"{name}.{pool}"):
+                c = self.counters.get(key)
+                if c is None:
+                    c = self.counters[key] = [0, 0, 0, 0]
+                c[0] += delta
+                c[1] = max(c[1], c[0])
+                c[2 if delta > 0 else 3] += abs(delta)
+
     def _collect(self) -> None:
         """Blocks whose events all completed become free for their stream again."""
         still = []
@@ -132,32 +219,41 @@ class CachingAllocator:
                 still.append(block)
         self.pending = still
 
-    def _best_fit(self, need: int, stream: Any) -> Block | None:
+    def _best_fit(self, need: int, stream: Any, small: bool) -> Block | None:
+        separate, rules = self.rules.torch, self.rules
         fits = [b for bs in self.segments.values() for b in bs
-                if b.free and not b.events and b.stream is stream and b.size >= need]
+                if b.free and not b.events and b.stream is stream and b.size >= need
+                and (not separate or (b.small == small and rules.fits(b, need)))]
         return min(fits, key=lambda b: (b.size, b.segment, b.offset), default=None)
 
-    def _new_segment(self, need: int, stream: Any) -> Block:
-        size = SMALL_SEGMENT if need <= SMALL else -(-need // HUGE_PAGE) * HUGE_PAGE
+    def _new_segment(self, need: int, stream: Any, small: bool) -> Block:
+        size = self.rules.segment_size(need)
         try:
             base = self.dev.memory.alloc(size, tag="caching allocator", reserve=size)
         except OutOfMemoryError:
+            self.retries += 1
             self.empty_cache()   # as PyTorch does: give back cached segments, then retry once
-            base = self.dev.memory.alloc(size, tag="caching allocator", reserve=size)
-        block = Block(base, 0, size, stream)
+            try:
+                base = self.dev.memory.alloc(size, tag="caching allocator", reserve=size)
+            except OutOfMemoryError:
+                self.ooms += 1
+                raise
+        block = Block(base, 0, size, stream, small=small or not self.rules.torch)
         self.segments[base] = [block]
+        self._count(block, "segment", 1, "reserved_bytes", size)
         return block
 
     def _split(self, block: Block, need: int) -> None:
         rest = block.size - need
-        if rest < MIN_SPLIT:
+        if not self.rules.can_split(rest, block.small, block.size):
             return
         blocks = self.segments[block.segment]
-        tail = Block(block.segment, block.offset + need, rest, block.stream)
+        tail = replace(block, offset=block.offset + need, size=rest, used_by=set(), events=[])
         blocks.insert(blocks.index(block) + 1, tail)
         block.size = need
 
     def _release(self, block: Block) -> None:
+        self._count(block, "active", -1, "active_bytes", -block.size)
         block.free = True
         block.used_by = set()
         blocks = self.segments[block.segment]
