@@ -168,19 +168,41 @@ class Compiled:
                 view = self.device.view(self.bases["weight"] + e.offset, const.dtype, const.shape)
                 self.device.memcpy_sync(const.nbytes, "h2d", _setter(view, const))
 
-    def run(self, feeds: dict[str, Any], workers: Workers | None = None) -> Result:
+    def run(self, feeds: dict[str, Any], workers: Workers | None = None, compute: bool = True) -> Result:
         """Copy the feeds in, launch every task, synchronize, copy the outputs out;
         with ``workers``, kernels compute on its threads (see ``engine/threads.py``).
+
+        ``compute=False`` is a timing-only run: the same copies (their sizes, no bytes
+        moved), the same simulation (or its tape), no kernel math and no outputs; stats,
+        trace and profile are the full run's exactly. Only for a plan whose timeline no
+        value decides (``needs_values`` is None).
 
         The cyclic garbage collector is paused meanwhile: a run makes a few small objects
         per task, and the collections they would trigger walk every object alive (the
         graph, earlier results), which cost more than the tasks themselves. numpy's
         floating-point warnings are off once for the run (``kernels/quiet.py``), not per kernel.
         """
+        if not compute and self.needs_values is not None:
+            raise RuntimeError(f"a timing-only run of a plan whose timeline depends on values: {self.needs_values}")
         with gc_paused(), run_quietly():
-            return self._run(feeds, workers)
+            return self._run(feeds, workers, compute)
 
-    def _run(self, feeds: dict[str, Any], workers: Workers | None) -> Result:
+    @property
+    def needs_values(self) -> str | None:
+        """Why this plan's timeline needs computed values (None: it does not, and a timing-only
+        run gives a full run's numbers): a control-flow task reads a condition or trip count,
+        or an output's size is known only once a kernel has computed it."""
+        if self.controls:
+            task = next(t for t in self.tasks.tasks if t.id in self.controls)
+            return f"control flow ({task.op} {task.name!r}) decides the timeline"
+        for name in self.graph.outputs:
+            root, _ = self.tasks.locate(name)
+            value = self.graph.values[root]
+            if root not in self._where and value.const is None and root not in self.graph.inputs:
+                return f"output {name!r} is sized only when computed"
+        return None
+
+    def _run(self, feeds: dict[str, Any], workers: Workers | None, compute: bool = True) -> Result:
         dev = self.device
         dev.reset_run()
         ctx = self.context()
@@ -192,7 +214,7 @@ class Compiled:
         recorded = replayed = None
         try:
             for name, value in feeds.items():
-                self._feed(ctx, name, value)
+                self._feed(ctx, name, value, compute)
             if self.controls:   # the timeline depends on values (a condition, a trip count): compute as it runs
                 ctx.inline = True
                 self._simulate(ctx)
@@ -200,8 +222,13 @@ class Compiled:
                 replayed = self._tape if self._tape is not None and self._tape.fits(dev) else None
                 tape = replayed or self._simulate(ctx)
                 recorded = None if replayed else tape
-                self._replay(ctx, tape, workers)
-            outputs = {name: self._fetch(ctx, name) for name in self.graph.outputs}
+                if compute:
+                    self._replay(ctx, tape, workers)
+                else:
+                    tape.restore(dev)
+            outputs = {name: self._fetch(ctx, name, compute) for name in self.graph.outputs}
+            if not compute:
+                outputs = {}
         finally:
             if ctx.overlap is not None:
                 ctx.overlap.drain()
@@ -242,21 +269,30 @@ class Compiled:
             return dev.default_stream
         return dev.create_stream() if prio is None else dev.create_stream(priority=prio)
 
-    def _feed(self, ctx: ExecContext, name: str, value: Any) -> None:
+    def _feed(self, ctx: ExecContext, name: str, value: Any, compute: bool = True) -> None:
         loc = ctx.where.get(name)
         if loc is None or not isinstance(value, np.ndarray):
             ctx.host[name] = value
             return
         view = self.device.view(loc.ptr, loc.dtype, loc.shape)
-        self.device.memcpy_sync(value.nbytes, "h2d", lambda: view.__setitem__(..., value))
+        self.device.memcpy_sync(value.nbytes, "h2d", (lambda: view.__setitem__(..., value)) if compute else _nothing)
 
-    def _fetch(self, ctx: ExecContext, name: str) -> Any:
+    def _fetch(self, ctx: ExecContext, name: str, compute: bool = True) -> Any:
+        """The output copied to the host; timing-only, the copy's cost alone (the planned
+        view or constant gives its size)."""
         value = ctx.read(name)
         if not isinstance(value, np.ndarray):
             return value
+        if not compute:
+            self.device.memcpy_sync(value.nbytes, "d2h", _nothing)
+            return None
         out = np.empty(value.shape, value.dtype)
         self.device.memcpy_sync(value.nbytes, "d2h", lambda: out.__setitem__(..., value))
         return out
+
+
+def _nothing() -> None:
+    """A timing-only copy: it costs its time, no byte moves."""
 
 
 def _setter(view: np.ndarray, value: np.ndarray) -> Callable[[], None]:

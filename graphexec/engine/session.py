@@ -16,9 +16,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
-from graphexec.engine.feeds import check_feeds, signature
+from graphexec.engine.feeds import check_feeds, default_feeds, signature
 from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
+from graphexec.engine.simulate import computed, control_flow, simulate_cards
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
@@ -53,13 +54,14 @@ class Session:
         microbatches: parts each card's share of the batch is run in.
         system: a built-in system name or a system YAML path; None: the built-in whose
             cards are ``device`` (atlas800-910 for ascend910, ...).
+        compute: False makes every ``run`` a timing-only ``simulate`` (no outputs).
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
                  device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
                  launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
-                 microbatches: int = 1, system: str | None = None) -> None:
+                 microbatches: int = 1, system: str | None = None, compute: bool = True) -> None:
         if memory not in ("reuse", "none", "joint"):
             raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
         if launch not in ("graph", "host"):
@@ -75,6 +77,7 @@ class Session:
         spread = check_spread(devices, parallel, microbatches, system, self.profile, device is not None)
         self.profile = self.profile if spread is None else spread.system.device_profile
         self.threads = _check_threads(threads)
+        self.compute = bool(compute)
         self.options = CompileOptions(_check_streams(streams, self.profile), policy,
                                       memory if memory_reuse else "none", fold, check_hazards, launch, self.threads)
         self._cache: dict[tuple[Any, ...], Compiled] = {}
@@ -98,7 +101,10 @@ class Session:
         return compiled
 
     def run(self, feeds: Mapping[str, Any]) -> Result:
-        """Run the graph on ``feeds`` (name -> array); outputs come in graph order."""
+        """Run the graph on ``feeds`` (name -> array); outputs come in graph order.
+        A session made with ``compute=False`` simulates instead (see ``simulate``)."""
+        if not self.compute:
+            return self.simulate(feeds)
         feeds = {k: _as_array(v) for k, v in dict(feeds).items()}
         if self.multi is not None:
             result = self.multi.run(feeds)
@@ -109,6 +115,33 @@ class Session:
             self._workers = Workers(self.threads)
             weakref.finalize(self, self._workers.pool.shutdown, wait=False)
         return compiled.run(feeds, self._workers)
+
+    def simulate(self, feeds: Mapping[str, Any] | None = None,
+                 shapes: Mapping[str, tuple[int, ...]] | None = None) -> Result:
+        """A timing-only run: the stats, trace, memory plan and diagnosis that ``run`` gives
+        for these feeds (or inputs of ``shapes``; neither: the declared shapes), computing
+        no kernel; ``outputs`` is empty. A graph whose timeline values decide (control flow,
+        outputs sized at run time) is computed instead, on ``feeds`` or the deterministic
+        inputs ``graphexec run`` makes, and ``stats.extra["computed"]`` says why
+        (``engine/simulate.py``).
+
+        Example:
+            >>> gx.Session(graph, streams=4).simulate(shapes={"data": (8, 3, 224, 224)}).stats.makespan_us
+        """
+        if feeds is not None and shapes is not None:
+            raise GraphExecError("simulate takes feeds or shapes, not both")
+        given = {k: _as_array(v) for k, v in dict(feeds).items()} if feeds is not None else None
+        run_feeds = given if given is not None else default_feeds(self.graph, shapes, self.profile)
+        if self.multi is not None:
+            why = control_flow(self.graph) or self.multi.compile(run_feeds).needs_values
+            result = simulate_cards(self.multi, run_feeds) if why is None else computed(self.multi.run(run_feeds), why)
+            self._last = self.multi.compile(run_feeds)
+            return result
+        compiled = self.compile(run_feeds)
+        why = compiled.needs_values
+        if why is None:
+            return compiled.run(run_feeds, compute=False)
+        return computed(compiled.run(run_feeds, self._workers), why)
 
     @property
     def memory_plan(self) -> MemoryPlan:
