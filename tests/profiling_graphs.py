@@ -42,3 +42,41 @@ def wide_matmuls(n: int = 8, m: int = 16, k: int = 8192, width: int = 16) -> gx.
     outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [m, width]) for i in range(n)]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])], outs, inits,
                   name="wide_matmuls")
+
+
+def wide_reductions(n: int = 8, rows: int = 256, cols: int = 4096) -> gx.Graph:
+    """Independent ReduceSums to one number each: one block apiece, long on one vector core,
+    and on one stream the other 31 cores idle (dependency)."""
+    ins = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [rows, cols]) for i in range(n)]
+    nodes = [helper.make_node("ReduceSum", [f"x{i}"], [f"y{i}"], name=f"sum{i}", keepdims=0) for i in range(n)]
+    outs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, []) for i in range(n)]
+    return _model(nodes, ins, outs, name="wide_reductions")
+
+
+def big_matmuls(n: int = 2, size: int = 2048) -> gx.Graph:
+    """A chain of large square MatMuls: every core busy on arithmetic (compute)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((size, size)).astype(np.float32) / size, f"w{i}")
+             for i in range(n)]
+    nodes = [helper.make_node("MatMul", [f"t{i}", f"w{i}"], [f"t{i + 1}"], name=f"mm{i}") for i in range(n)]
+    nodes[0].input[0], nodes[-1].output[0] = "x", "y"
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])], inits, name="big_matmuls")
+
+
+def host_paced_chain(n: int = 20, rows: int = 256, cols: int = 1024) -> gx.Graph:
+    """A chain of elementwise ops a little longer than a host launch each. Launched from the
+    host through a queue one task deep, each launch waits for the task before to finish, so
+    the device idles a launch's time between kernels (host)."""
+    ops = ["Relu", "Neg", "Abs"]
+    nodes = [helper.make_node(ops[i % 3], [f"t{i}"], [f"t{i + 1}"], name=f"op{i}") for i in range(n)]
+    nodes[0].input[0], nodes[-1].output[0] = "x", "y"
+    info = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [rows, cols])  # noqa: E731
+    return _model(nodes, [info("x")], [info("y")], name="host_paced_chain")
+
+
+def shallow_queues(depth: int = 1, base: str = "ascend910") -> "gx.DeviceProfile":
+    """The built-in profile with command queues ``depth`` tasks deep (the host-bound setting)."""
+    from graphexec.runtime.profiles import load_profile
+
+    return load_profile(base).model_copy(update={"queue_depth": depth, "name": f"{base}-q{depth}"})

@@ -1,77 +1,68 @@
-"""Why the cores are not full: the runtime article's three reasons, measured.
+"""Why the run is slow, ranked by what removing each cause would buy (measured).
 
-"If cube utilization is only 40%, the problem is usually in one of three places: memory
-access, a dependency chain too long (use more streams), or operators so light that the
-kernel launch overhead dominates." Each reason gets an estimate of the device time it
-costs, in microseconds of the run:
+The runtime article names three places low utilization comes from (memory access, a
+dependency chain too long for the cores, operators so light that launch overhead
+dominates); the host blocking on full queues and plain arithmetic make five, and the
+launch cost splits into the host's (launch) and the device's per-task dispatch (dispatch).
+For each, ``causes.py`` re-simulates the run's tasks, timing only, with that cause taken
+away, and ``gain`` is the speedup; the causes are listed best first and ``reason`` is
+the first. A gain under ``NEGLIGIBLE`` counts as nothing bought: such causes follow the
+others, compute first (the kernels' own work is what is left).
 
-- memory: busy time spent in kernels the roofline calls bandwidth-bound;
-- launch: time the device waited on the host with every queue empty, plus the device's
-  dispatch overhead of the kernels whose work is smaller than their fixed cost;
-- dependency: the time more streams save, measured by re-running the same tasks under
-  other stream counts in a timing-only simulation (the what-if).
-
-When the cube or vector units run at half their peak or more the answer is "compute";
-otherwise the largest estimate wins, and "compute" again when none reaches a tenth of
-the run (the kernels are compute-bound but small, and the three remedies would not help).
+The numbers also carry the checks msprof's advisor makes, under its thresholds: free time
+above 10% of the run, operators bound when a pipe (the cube, the vector unit, the HBM
+reads) is busy above 0.8 of their duration, and kernels whose block dim is below the
+core count.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from graphexec.passes.stream_assignment import build_schedule
-from graphexec.passes.stream_policies import POLICIES
+from graphexec.profiling import causes as cf
+from graphexec.profiling.hta import analyses
 from graphexec.profiling.record import RunRecord
-from graphexec.profiling.summary import op_rows
-from graphexec.runtime.launch import simulate_makespan
+from graphexec.profiling.summary import op_rows, roofline
 
-BUSY = 0.5          # unit utilization at which the device counts as compute-bound
-SIGNIFICANT = 0.1   # share of the run a reason must cost to be named
-WHAT_IF_LIMITS = (2, 4, 8)
 TOP = 5
+NEGLIGIBLE = 1.05     # a counterfactual that buys less than 5% names no cause
+FREE_TIME = 0.10      # advisor: free time flagged above 10% of the run
+PIPE_BOUND = 0.8      # advisor: an operator is bound when a pipe ratio is above 0.8
+REASONS = ("dependency", "launch", "dispatch", "memory", "compute", "host")
+STAT_KEYS = ("makespan_us", "device_idle_us", "host_wait_us", "mean_queue_depth", "cube_utilization",
+             "vector_utilization", "hbm_utilization")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One candidate cause: ``gain`` is the speedup of the run with it removed."""
+
+    reason: str
+    gain: float
+    message: str
+    ops: list[dict[str, Any]]
+    numbers: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The reason, the ops that matter (``{"name", "op", "us"}``, most to blame first),
-    the numbers behind it, and for "dependency" the measured what-if speedup from more
-    streams."""
+    """The causes best first; ``reason``, ``message``, ``ops`` are the first cause's.
+    ``what_if_speedup``/``what_if_streams``: the measured multi-stream what-if (always run);
+    ``analyses``: HTA's idle breakdown, critical path, launch and queue statistics."""
 
-    reason: str                       # "memory" | "dependency" | "launch" | "compute"
+    reason: str
     message: str
     ops: list[dict[str, Any]]
     numbers: dict[str, float] = field(default_factory=dict)
     what_if_speedup: float | None = None
     what_if_streams: int | None = None
+    causes: list[Cause] = field(default_factory=list)
+    analyses: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def what_if(compiled: Any) -> tuple[float, float, int]:
-    """(makespan as scheduled, best makespan over more streams, its stream count), both
-    timing-only; schedules are values, so trying them changes nothing of the plan."""
-    tasks, profile = compiled.tasks, compiled.profile
-    graph_mode = compiled.device.graph_mode
-    base = simulate_makespan(compiled.schedule, profile, graph_mode)
-    best, best_n = base, len(compiled.schedule.streams)
-    for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
-        for policy in (p for p in POLICIES if p != "single"):
-            sched = build_schedule(tasks, policy, n, profile)
-            span = simulate_makespan(sched, profile, graph_mode)
-            if span < best * (1 - 1e-9):
-                best, best_n = span, len(sched.streams)
-    return base, best, best_n
-
-
-def _by_bound(rows: list[dict[str, Any]]) -> dict[str, float]:
-    time: dict[str, float] = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
-    for r in rows:
-        time[r["Bound"]] += r["Task Duration(us)"]
-    return time
 
 
 def _top(rows: list[dict[str, Any]], key: Any) -> list[dict[str, Any]]:
@@ -81,97 +72,126 @@ def _top(rows: list[dict[str, Any]], key: Any) -> list[dict[str, Any]]:
 
 def _op_types(rows: list[dict[str, Any]]) -> str:
     counts = Counter(r["OP Type"] for r in rows)
-    return ", ".join(f"{op} x{n}" for op, n in counts.most_common(3))
+    return ", ".join(f"{op} x{n}" for op, n in counts.most_common(3)) or "none"
 
 
-STAT_KEYS = ("makespan_us", "device_idle_us", "host_wait_us", "mean_queue_depth", "cube_utilization",
-             "vector_utilization", "hbm_utilization")
-
-
-def _kernel_numbers(rows: list[dict[str, Any]], profile: Any) -> dict[str, float]:
-    """Shares of kernel time by roofline bound, and the fixed cost paid by light kernels."""
-    time = _by_bound(rows)
-    total = sum(time.values()) or 1.0
+def advisor_numbers(record: RunRecord, rows: list[dict[str, Any]], stats: Any) -> dict[str, float]:
+    """Shares of kernel time by roofline bound and the advisor's checks."""
+    prof = record.profile
+    total = sum(r["Task Duration(us)"] for r in rows) or 1.0
+    n: dict[str, float] = {f"{b}_bound_share": sum(r["Task Duration(us)"] for r in rows if r["Bound"] == b) / total
+                           for b in ("compute", "memory", "overhead")}
     light = [r for r in rows if r["Bound"] == "overhead"]
-    fixed = sum(min(r["Task Duration(us)"], profile.task_overhead_us) for r in light)
-    return {"kernels": len(rows), "overhead_bound_kernels": len(light), "fixed_share": fixed / total,
-            **{f"{b}_bound_share": t / total for b, t in time.items()}}
+    ratios = [_pipe_ratios(t, prof) for t in record.tasks if t.kind == "kernel" and t.start_t is not None]
+    n.update(kernels=len(rows), overhead_bound_kernels=len(light),
+             fixed_share=sum(min(r["Task Duration(us)"], prof.task_overhead_us) for r in light) / total,
+             free_time_share=stats.device_idle_us / stats.makespan_us if stats.makespan_us else 0.0,
+             free_time_flagged=float(stats.makespan_us > 0 and stats.device_idle_us > FREE_TIME * stats.makespan_us),
+             mac_bound_ops=sum(c > PIPE_BOUND for c, _ in ratios),
+             mte2_bound_ops=sum(m > PIPE_BOUND for _, m in ratios),
+             low_block_dim_ops=sum(r["Block Dim"] < prof.ai_cores for r in rows if r["Task Type"] != "AI_CPU"))
+    return n
 
 
-def estimates(record: RunRecord, stats: Any) -> tuple[dict[str, float], list[dict[str, Any]]]:
-    """The numbers behind the verdict, and the op_summary rows they came from."""
-    rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
-    n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
-    n.update(_kernel_numbers(rows, record.profile), streams=stats.num_streams)
-    base, best, best_n = what_if(record.compiled)
-    speedup = base / best if best > 0 else 1.0
-    n.update(what_if_base_us=base, what_if_best_us=best, what_if_speedup=speedup, what_if_streams=best_n)
-    busy = n["busy_us"] = stats.makespan_us - stats.device_idle_us
-    n["memory_us"] = busy * n["memory_bound_share"]
-    n["dispatch_us"] = busy * n["fixed_share"]
-    n["launch_us"] = stats.host_wait_us + n["dispatch_us"]
-    n["dependency_us"] = stats.makespan_us * (1 - 1 / speedup) if speedup > 0 else 0.0
-    return n, rows
-
-
-def choose(n: dict[str, float]) -> str:
-    """The verdict from the numbers (see the module docstring)."""
-    if max(n["cube_utilization"], n["vector_utilization"]) >= BUSY:
-        return "compute"
-    costs = {r: n[f"{r}_us"] for r in ("memory", "launch", "dependency")}
-    reason = max(costs, key=lambda r: costs[r])
-    return reason if costs[reason] >= SIGNIFICANT * n["makespan_us"] else "compute"
+def _pipe_ratios(t: Any, profile: Any) -> tuple[float, float]:
+    """(compute pipe, HBM read pipe) busy shares of a kernel's duration, by the roofline."""
+    _, compute, memory = roofline(t, profile)
+    dur = t.end_t - t.start_t
+    return (compute / dur, memory / dur) if dur > 0 else (0.0, 0.0)
 
 
 def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
-    """Which reason holds for the run in ``record`` whose stats are ``stats``."""
-    n, rows = estimates(record, stats)
-    reason = choose(n)
-    cores = record.profile.ai_cores
-    pick = {"memory": lambda r: r["Bound"] == "memory", "launch": lambda r: r["Bound"] == "overhead",
-            "compute": lambda r: r["Bound"] == "compute", "dependency": lambda r: True}[reason]
-    chosen = [r for r in rows if pick(r)] or rows
+    """The causes of the run in ``record`` (whose stats are ``stats``), best first."""
+    rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
+    n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
+    n.update(advisor_numbers(record, rows, stats), streams=stats.num_streams)
+    base, exps = cf.experiments(record.compiled)
+    gains = {r: cf.gain(base, exps[r]) for r in REASONS}
+    dep = exps["dependency"]
+    n.update(what_if_base_us=base, what_if_best_us=dep.makespan_us, what_if_speedup=gains["dependency"],
+             what_if_streams=dep.streams or 1, **{f"{r}_gain": g for r, g in gains.items()},
+             **{f"{r}_us": exps[r].makespan_us for r in REASONS})
+    extra = analyses(record)
+    n["host_blocked_us"] = sum(q["blocked_us"] for q in extra["queues"].values())
+    listed = [_cause(r, gains[r], n, rows, record.profile, dep) for r in order(gains)]
+    first = listed[0]
+    return Diagnosis(first.reason, first.message, first.ops, n, gains["dependency"], dep.streams or 1, listed, extra)
+
+
+def order(gains: dict[str, float]) -> list[str]:
+    """Causes that buy something by gain (see ``causes.ranked``), then the rest, compute first."""
+    real = cf.ranked({r: g for r, g in gains.items() if g >= NEGLIGIBLE})
+    rest = [r for r in ("compute", "memory", "dependency", "dispatch", "launch", "host") if r not in real]
+    return real + rest
+
+
+PICK: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "memory": lambda r: r["Bound"] == "memory", "launch": lambda r: r["Bound"] == "overhead",
+    "dispatch": lambda r: r["Bound"] == "overhead", "compute": lambda r: r["Bound"] == "compute",
+    "dependency": lambda r: True, "host": lambda r: True}
+
+
+def _cause(reason: str, gain: float, n: dict[str, float], rows: list[dict[str, Any]], profile: Any,
+           dep: cf.Experiment) -> Cause:
+    chosen = [r for r in rows if PICK[reason](r)] or rows
+    cores = profile.ai_cores
     if reason == "dependency":   # the kernels that leave the most cores idle for the longest
         ops = _top(chosen, lambda r: (cores - min(cores, r["Block Dim"])) * r["Task Duration(us)"])
+    elif reason == "host":       # the kernels that waited longest after the one before on their stream
+        ops = _top(chosen, lambda r: r["Task Wait Time(us)"])
     else:
         ops = _top(chosen, lambda r: r["Task Duration(us)"])
-    message = MESSAGES[reason](n, chosen, record.profile)
-    streams = int(n["what_if_streams"]) if reason == "dependency" else None
-    return Diagnosis(reason, message, ops, n, n["what_if_speedup"] if reason == "dependency" else None, streams)
+    text = MESSAGES[reason](n, chosen, profile, dep)
+    if gain < NEGLIGIBLE:
+        text = f"{reason}: removing it buys {gain:.2f}x (under {NEGLIGIBLE - 1:.0%}, nothing); " + text
+    numbers = {"gain": gain, "makespan_us": n["makespan_us"], "counterfactual_us": n[f"{reason}_us"]}
+    return Cause(reason, gain, text, ops, numbers)
 
 
-def _memory(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
+def _took(n: dict[str, float], reason: str) -> str:
+    return (f"the same tasks take {n[f'{reason}_us']:,.1f} us instead of {n['what_if_base_us']:,.1f} us "
+            f"({n[f'{reason}_gain']:.2f}x)")
+
+
+def _memory(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
     return (f"memory-bound: {n['memory_bound_share']:.0%} of kernel time is in kernels limited by HBM bandwidth "
-            f"({_op_types(rows)}); HBM ran at {n['hbm_utilization']:.0%} of peak, the cube at "
-            f"{n['cube_utilization']:.0%}. Moving fewer bytes helps: fuse the elementwise chains, use float16, "
-            f"keep tensors on chip.")
+            f"({_op_types(rows)}), HBM at {n['hbm_utilization']:.0%} of peak; with twice the bandwidth "
+            f"{_took(n, 'memory')}. Move fewer bytes: fuse the elementwise chains, use float16, keep tensors on chip.")
 
 
-def _launch(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
-    return (f"launch-bound: {int(n['overhead_bound_kernels'])} of {int(n['kernels'])} kernels ({_op_types(rows)}) "
-            f"do less work than their fixed cost ({profile.launch_cost_us:g} us host launch, "
-            f"{profile.task_overhead_us:g} us device dispatch). Of {n['makespan_us']:,.1f} us the device waited "
-            f"{n['host_wait_us']:,.1f} us on the host (mean queue depth {n['mean_queue_depth']:.1f}) and spent "
-            f"{n['dispatch_us']:,.1f} us dispatching these kernels. Fuse the small ops or launch the graph as one "
-            f"(graph sink), so fewer, bigger kernels run.")
+def _launch(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
+    return (f"launch-bound: the device waited {n['host_wait_us']:,.1f} us of {n['makespan_us']:,.1f} us on the host "
+            f"({profile.launch_cost_us:g} us a launch, mean queue depth {n['mean_queue_depth']:.1f}); launched as one "
+            f"graph with no host launch cost {_took(n, 'launch')}. Run with launch='graph' (graph sink) or fuse the "
+            f"small ops so fewer tasks are launched.")
 
 
-def _dependency(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
-    return (f"dependency-bound: the cores idle while {int(n['streams'])} stream(s) run the tasks one after "
-            f"another (cube at {n['cube_utilization']:.0%}, vector at {n['vector_utilization']:.0%}); re-run "
-            f"timing-only on {int(n['what_if_streams'])} streams, the same tasks take {n['what_if_best_us']:,.1f} us "
-            f"instead of {n['what_if_base_us']:,.1f} us ({n['what_if_speedup']:.2f}x). Run with --streams "
-            f"{int(n['what_if_streams'])} or --streams auto.")
+def _dispatch(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
+    return (f"dispatch-bound: {int(n['overhead_bound_kernels'])} of {int(n['kernels'])} kernels ({_op_types(rows)}) "
+            f"do less work than the device's {profile.task_overhead_us:g} us per-task overhead; without that "
+            f"overhead {_took(n, 'dispatch')}. Fuse the small ops or batch them into bigger kernels.")
 
 
-def _compute(n: dict[str, float], rows: list[dict[str, Any]], profile: Any) -> str:
-    util = max(n["cube_utilization"], n["vector_utilization"])
-    if util >= BUSY:
-        return (f"compute-bound: the units are busy (cube {n['cube_utilization']:.0%}, vector "
-                f"{n['vector_utilization']:.0%} of peak); only less arithmetic or a faster device helps.")
-    return (f"compute-bound kernels ({_op_types(rows)}) that use few cores: units at {util:.0%} of peak, yet "
-            f"neither bandwidth, launch cost nor more streams would gain a tenth of the run; larger tiles "
-            f"(more blocks per kernel) or batching would.")
+def _dependency(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
+    return (f"dependency-bound: {int(n['low_block_dim_ops'])} kernels use fewer blocks than the {profile.ai_cores} "
+            f"cores and {int(n['streams'])} stream(s) run them one after another (cube at {n['cube_utilization']:.0%},"
+            f" free time {n['free_time_share']:.0%}); on {dep.streams} streams (policy {dep.policy}) "
+            f"{_took(n, 'dependency')}. Run with --streams {dep.streams} or --streams auto.")
 
 
-MESSAGES = {"memory": _memory, "launch": _launch, "dependency": _dependency, "compute": _compute}
+def _compute(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
+    return (f"compute-bound: {n['compute_bound_share']:.0%} of kernel time is in kernels limited by the cube or "
+            f"vector units ({_op_types(rows)}; cube at {n['cube_utilization']:.0%}, vector at "
+            f"{n['vector_utilization']:.0%} of peak, {int(n['mac_bound_ops'])} ops above {PIPE_BOUND} on the "
+            f"compute pipe); with twice the peak {_took(n, 'compute')}. Less arithmetic, float16/int8 on the cube "
+            f"or a faster device helps.")
+
+
+def _host(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
+    return (f"host-bound: the host blocked {n['host_blocked_us']:,.1f} us on full command queues (depth "
+            f"{profile.queue_depth}) while other streams starved; if it never blocked {_took(n, 'host')}. Launch "
+            f"in an order that interleaves the streams, use deeper queues, or launch the graph as one (graph mode).")
+
+
+MESSAGES = {"memory": _memory, "launch": _launch, "dispatch": _dispatch, "dependency": _dependency,
+            "compute": _compute, "host": _host}

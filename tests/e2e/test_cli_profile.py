@@ -39,7 +39,7 @@ def test_summary_has_the_metrics_and_the_diagnosis_in_words():
     p = cli("run", str(MODEL))
     assert p.returncode == 0, p.stderr
     for text in ("utilization: cube", "HBM bandwidth", "mean depth", "waiting on the host", "OP Type",
-                 "diagnosis: launch-bound"):
+                 "diagnosis: dispatch-bound"):
         assert text in p.stdout, text
 
 
@@ -49,7 +49,7 @@ def test_json_has_the_diagnosis_and_the_new_stats(tmp_path):
     p = cli("run", str(model), "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert doc["diagnosis"]["reason"] == "launch" and doc["diagnosis"]["ops"]
+    assert doc["diagnosis"]["reason"] == "dispatch" and doc["diagnosis"]["ops"] and doc["diagnosis"]["causes"]
     for key in ("mean_queue_depth", "max_queue_depth", "device_idle_us", "host_wait_us", "hbm_utilization"):
         assert key in doc["stats"]
 
