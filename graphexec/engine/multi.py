@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -45,22 +45,30 @@ WORK = ("kernel", "memcpy", "control", "hccl")   # the kinds a makespan spans
 
 @dataclass
 class Card:
-    """One device of the run and its copy stream (made on its first copy, after the
-    plans' streams, so those keep the ids their schedule gives them)."""
+    """One device of the run and the streams the run adds to its plans' (made on first
+    use, after the plans' streams, so those keep the ids their schedule gives them):
+    "copy" pulls values in, "send" stages them out, "comm" runs collectives."""
 
     index: int
     device: Device
     plans: list[Compiled] = field(default_factory=list)   # bound this run, in order
-    _copy: Stream | None = None
+    _streams: dict[str, Stream] = field(default_factory=dict)
+
+    def stream(self, role: str) -> Stream:
+        got = self._streams.get(role)
+        if got is None:
+            if role != "copy":
+                _ = self.copy_stream   # the copy stream keeps the first id after the plans'
+            try:
+                got = self.device.create_stream()
+            except AclError:   # the plan took every stream the device has: share one
+                got = self.device.default_stream if role == "copy" else self.copy_stream
+            self._streams[role] = got
+        return got
 
     @property
     def copy_stream(self) -> Stream:
-        if self._copy is None:
-            try:
-                self._copy = self.device.create_stream()
-            except AclError:   # the plan took every stream the device has: copies share stream 0
-                self._copy = self.device.default_stream
-        return self._copy
+        return self.stream("copy")
 
 
 @dataclass(eq=False)
@@ -71,6 +79,38 @@ class Bound:
     plan: Compiled
     ctx: ExecContext
     fetched: dict[str, Any] = field(default_factory=dict)   # name -> host array, filled by ``fetch``'s copies
+
+
+@dataclass(frozen=True)
+class Place:
+    """Bytes on a card that a copy reads or writes: a bound plan's value, or a buffer
+    of the run's own (``CardsRun.buffer``)."""
+
+    card: Card
+    ptr: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    name: str
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def view(self) -> np.ndarray:
+        return self.card.device.view(self.ptr, self.dtype, self.shape)
+
+
+def planned(b: Bound, name: str) -> Place | None:
+    """Where ``b``'s plan keeps value ``name`` (an input's buffer, or the bytes of the
+    value an output or alias lives in); None for a value that never lives on the device."""
+    loc = b.ctx.where.get(name)
+    if loc is not None:
+        return Place(b.card, loc.ptr, np.dtype(loc.dtype), tuple(loc.shape), name)
+    root, off = b.plan.tasks.locate(name)
+    base, t = b.ctx.where.get(root), b.plan.graph.values[name].type
+    if base is None or not t.is_static:
+        return None
+    return Place(b.card, base.ptr + off, np.dtype(t.dtype), tuple(cast(int, d) for d in t.shape or ()), name)
 
 
 class CardsRun:
@@ -86,6 +126,7 @@ class CardsRun:
             self.cards[i] = Card(i, dev)
         server.group.now = 0.0   # every simulator is new: the group's clock starts with them
         self._bound: list[Bound] = []
+        self._buffers: list[Place] = []
 
     def bind(self, card: int, plan: Compiled) -> Bound:
         """``plan`` (loaded on ``card``'s device) with its streams and events made now."""
@@ -108,17 +149,19 @@ class CardsRun:
 
     def feed(self, b: Bound, feeds: Mapping[str, Any]) -> Event:
         """Copy the arrays of ``feeds`` into the plan's input buffers, on the copy stream."""
-        ctx, dev = b.ctx, b.card.device
         for name, value in feeds.items():
-            loc = ctx.where.get(name)
-            if loc is None or not isinstance(value, np.ndarray):
-                ctx.host[name] = value
-                continue
-            view = dev.view(loc.ptr, loc.dtype, loc.shape)
-            data = np.ascontiguousarray(value)
-            self._host_copy(b.card, "h2d", name, data.nbytes, None if self.timing else _const(data),
-                            None if self.timing else _setter(view), writes=[(loc.ptr, data.nbytes, name)])
+            place = planned(b, name) if isinstance(value, np.ndarray) and name in b.ctx.where else None
+            if place is None:
+                b.ctx.host[name] = value
+            else:
+                self.upload(b.card.copy_stream, place, value)
         return self.record(b.card.device, b.card.copy_stream)
+
+    def upload(self, stream: Stream, dst: Place, value: np.ndarray) -> DeviceTask:
+        """A host-to-device copy of ``value`` into ``dst`` on ``stream`` (of ``dst``'s card)."""
+        data = np.ascontiguousarray(value)
+        return self._host_copy(dst.card, stream, "h2d", dst.name, data.nbytes, None if self.timing else _const(data),
+                               None if self.timing else _setter(dst.view()), writes=[(dst.ptr, data.nbytes, dst.name)])
 
     def launch(self, b: Bound, after: Sequence[Event] = ()) -> list[Event]:
         """The plan's tasks, each of its streams first waiting on ``after``; the events
@@ -135,10 +178,12 @@ class CardsRun:
             launch_all(ctx, b.plan.schedule.order)
         return [self.record(dev, s) for s in streams]
 
-    def fetch(self, b: Bound, names: Sequence[str], after: Sequence[Event] = ()) -> Event:
-        """Copy ``names`` to the host once ``after`` ran (into ``b.fetched``); values
-        that never live on the device (constants, host objects) are read at ``finish``."""
-        dev, stream = b.card.device, b.card.copy_stream
+    def fetch(self, b: Bound, names: Sequence[str], after: Sequence[Event] = (), stream: Stream | None = None
+              ) -> Event:
+        """Copy ``names`` to the host once ``after`` ran (into ``b.fetched``), on ``stream``
+        (the card's copy stream by default); values that never live on the device
+        (constants, host objects) are read at ``finish``."""
+        dev, stream = b.card.device, stream or b.card.copy_stream
         for ev in after:
             dev.stream_wait_event(stream, ev)
         for name in names:
@@ -147,22 +192,39 @@ class CardsRun:
                 continue
             t = b.plan.graph.values[name].type
             nbytes = t.nbytes if t.is_static else 0
-            task = self._host_copy(b.card, "d2h", name, nbytes, None, None, reads=[])
+            task = self._host_copy(b.card, stream, "d2h", name, nbytes, None, None, reads=[])
             if not self.timing:
                 task.start_fn, task.end_fn = _reader(b, name, task), _keeper(b.fetched, name)
         return self.record(dev, stream)
 
-    def copy(self, src: Bound, src_name: str, dst: Bound, dst_name: str, pull: bool = True) -> DeviceTask:
+    def copy(self, src: Bound, src_name: str, dst: Bound, dst_name: str) -> DeviceTask:
         """A copy of ``src_name`` on ``src``'s card into the planned bytes of ``dst_name`` on
-        ``dst``'s card, over the server's links, on the copy stream of the card that issues
-        it: the destination (``pull``) or the source."""
-        loc = dst.ctx.where[dst_name]
-        view = dst.card.device.view(loc.ptr, loc.dtype, loc.shape)
-        issuer = dst.card if pull else src.card
-        nbytes = int(np.prod(loc.shape, dtype=np.int64)) * loc.dtype.itemsize
-        start = _none if self.timing else (lambda: np.array(src.ctx.read(src_name)))
-        task = self.server.copy_task(issuer.copy_stream, issuer.index, src.card.index, dst.card.index, nbytes, start,
-                                     _drop if self.timing else _setter(view), [], [(loc.ptr, nbytes, dst_name)])
+        ``dst``'s card, pulled on the destination's copy stream."""
+        there, here = planned(src, src_name), planned(dst, dst_name)
+        assert there is not None and here is not None, (src_name, dst_name)
+        return self.move(dst.card, dst.card.copy_stream, there, here)
+
+    def buffer(self, card: Card, like: Place, name: str) -> Place:
+        """A buffer of ``like``'s size on ``card`` for this run (freed by ``finish``)."""
+        ptr = card.device.allocator.malloc(max(1, like.nbytes), card.copy_stream)
+        place = Place(card, ptr, like.dtype, like.shape, name)
+        self._buffers.append(place)
+        return place
+
+    def move(self, issuer: Card, stream: Stream, src: Place, dst: Place) -> DeviceTask:
+        """A copy of ``src``'s bytes into ``dst`` on ``stream`` of ``issuer``: on one card a
+        device-to-device copy, between cards one over the server's links."""
+        start = _none if self.timing else (lambda: np.array(src.view()))
+        end = _drop if self.timing else _setter(dst.view())
+        writes = [(dst.ptr, dst.nbytes, dst.name)]
+        if src.card is dst.card:
+            task = DeviceTask("memcpy", stream, f"memcpy d2d {dst.name}", unit="copy", bytes=float(dst.nbytes),
+                              copy_kind="d2d", start_fn=start, end_fn=end,
+                              reads=[(src.ptr, src.nbytes, src.name)], writes=writes)
+        else:
+            task = self.server.copy_task(stream, issuer.index, src.card.index, dst.card.index, dst.nbytes, start,
+                                         end, [], writes)
+            task.name = f"{task.name} {dst.name}"   # the trace names the value
         issuer.device.launch(task)
         return task
 
@@ -172,14 +234,14 @@ class CardsRun:
         dev.record_event(ev, stream)
         return ev
 
-    def _host_copy(self, card: Card, kind: str, name: str, nbytes: int, start: Callable[[], Any] | None,
-                   end: Callable[[Any], None] | None, reads: list | None = None, writes: list | None = None
-                   ) -> DeviceTask:
+    def _host_copy(self, card: Card, stream: Stream, kind: str, name: str, nbytes: int,
+                   start: Callable[[], Any] | None, end: Callable[[Any], None] | None, reads: list | None = None,
+                   writes: list | None = None) -> DeviceTask:
         """A copy over ``card``'s host link (its own channel of the fabric)."""
         link = self.server.system.host_link(card.index)
         transfer = Transfer(self.server.fabric, [((link.resource,), link.latency_us)], float(nbytes), link.kind)
         src, dst = ("host", card.index) if kind == "h2d" else (card.index, "host")
-        task = DeviceTask("memcpy", card.copy_stream, f"memcpy {kind} {name}", unit="copy", bytes=float(nbytes),
+        task = DeviceTask("memcpy", stream, f"memcpy {kind} {name}", unit="copy", bytes=float(nbytes),
                           copy_kind=kind, start_fn=start, end_fn=end, reads=reads or [], writes=writes or [],
                           driver=transfer, meta={"link": link.kind, "src": src, "dst": dst})
         return card.device.launch(task)
@@ -192,6 +254,9 @@ class CardsRun:
             for ptr in b.ctx.temp_segments:
                 b.card.device.allocator.free(ptr)
             b.ctx.temp_segments.clear()
+        for place in self._buffers:
+            place.card.device.allocator.free(place.ptr)
+        self._buffers.clear()
 
     def outputs(self, b: Bound, names: Sequence[str]) -> dict[str, Any]:
         """After ``finish``: the fetched arrays, and the values that stayed on the host."""

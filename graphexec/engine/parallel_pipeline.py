@@ -25,9 +25,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
+import numpy as np
+
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
 from graphexec.engine.feeds import signature
-from graphexec.engine.multi import Bound, CardsRun
+from graphexec.engine.multi import Bound, CardsRun, Place, planned
 from graphexec.engine.multi_stats import MultiResult, multi_stats
 from graphexec.engine.parallel import Cluster, register, split_batch
 from graphexec.engine.parallel_base import SimulatedMode
@@ -100,37 +102,15 @@ class PipelineParallel(SimulatedMode):
         rows = shares[0][names[0]].shape[0]
         m, n = len(shares), len(pipe.stages)
         run = CardsRun(self.cluster.server, range(n), timing)
-        bound: list[list[Bound]] = [[] for _ in range(n)]
-        ends: list[list[list[Event]]] = [[] for _ in range(n)]
-        landed: list[list[list[Event]]] = [[] for _ in range(n)]   # [producer][mb]: its copies' ends
+        flow = _Flow(run, pipe)
         for k in range(m):
-            for st, plan in zip(pipe.stages, pipe.plans):
-                s = st.index
-                b = run.bind(s, plan) if k == 0 else run.again(bound[s][k - 1])
-                bound[s].append(b)
-                dev, copy_stream = b.card.device, b.card.copy_stream
-                if k:
-                    for ev in ends[s][k - 1]:   # its input buffers are free once it finished k-1
-                        dev.stream_wait_event(copy_stream, ev)
-                ready = [run.feed(b, {x: shares[k][x] for x in st.feeds})]
-                for src in dict.fromkeys(st.receives.values()):
-                    for ev in ends[src][k]:
-                        dev.stream_wait_event(copy_stream, ev)
-                    for x, p in st.receives.items():
-                        if p == src:
-                            task = run.copy(bound[src][k], x, b, x)
-                            task.name = f"{task.name} {x}"   # the trace names the value
-                    done = run.record(dev, copy_stream)
-                    ready.append(done)
-                    landed[src][k].append(done)
-                after = ready + (landed[s][k - 1] if k else [])
-                ends[s].append(run.launch(b, after))
-                landed[s].append([])
-                outs = [x for x in st.outputs if x in pipe.graph.outputs]
-                if outs:
-                    run.fetch(b, outs, ends[s][k])
+            for st in pipe.stages:
+                flow.step(st, k, shares[k])
         run.finish()
-        plans = pipe.plans
+        return self._result(pipe, run, flow, m, rows)
+
+    def _result(self, pipe: _Pipeline, run: CardsRun, flow: "_Flow", m: int, rows: int) -> MultiResult:
+        plans, n = pipe.plans, len(pipe.stages)
         stats, each = multi_stats([(p, p.device) for p in plans], self.name, m, sum(p.compile_s for p in plans))
         busy = sum(c["compute_us"] for c in stats.per_device)
         stats.extra["bubble"] = 1.0 - busy / (n * stats.makespan_us) if stats.makespan_us else 0.0
@@ -139,10 +119,104 @@ class PipelineParallel(SimulatedMode):
         if self.cluster.options.check_hazards:
             stats.extra["hazards"] = [h.to_dict() for p in plans for h in p.device.hazards]
         values: dict[str, Any] = {}
-        if not timing:
+        if not run.timing:
             outputs = pipe.graph.outputs
             mine = [[y for y in st.outputs if y in outputs] for st in pipe.stages]
-            parts = [{x: v for s in range(n) for x, v in run.outputs(bound[s][k], mine[s]).items()} for k in range(m)]
+            parts = [{x: v for s in range(n) for x, v in run.outputs(flow.bound[s][k], mine[s]).items()}
+                     for k in range(m)]
             values = gather(parts, outputs, rows)
         return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0]), cards=run.snapshots(),
                            card_stats=each)
+
+
+SLOTS = 2   # buffers per crossing value and side: micro-batch k moves while k - 1 computes
+
+
+class _Flow:
+    """The launches of one pipelined run, double-buffered on both sides of every cut.
+
+    Micro-batch k of stage s: its inputs travel (host copies and peer copies, on the
+    card's copy stream) into receive slot k % 2 as soon as the slot is free and the
+    producer staged them; once the stage finished k - 1, on-card copies move them into
+    the plan's input buffers and the stage runs k. When it finished, its crossing values
+    are copied into send slot k % 2 (on the card's send stream, once the peer copies of
+    k - 2 have read that slot) and its graph outputs fetched; then it may run k + 1.
+    So the peer copies of k + 1 overlap the compute of k on both cards.
+    """
+
+    def __init__(self, run: CardsRun, pipe: _Pipeline) -> None:
+        self.run, self.pipe = run, pipe
+        self.bound: list[list[Bound]] = [[] for _ in pipe.stages]
+        self.ends: list[list[list[Event]]] = [[] for _ in pipe.stages]   # [stage][mb]: its streams' ends
+        self.staged: list[list[Event]] = [[] for _ in pipe.stages]       # [stage][mb]: outputs staged out
+        self.pulled: list[list[list[Event]]] = [[] for _ in pipe.stages]  # [stage][mb]: peer copies that read it
+        self.recv: dict[tuple[int, str], list[Place]] = {}
+        self.send: dict[tuple[int, str], list[Place]] = {}
+
+    def _slots(self, table: dict[tuple[int, str], list[Place]], b: Bound, name: str) -> list[Place]:
+        key = (b.card.index, name)
+        got = table.get(key)
+        if got is None:
+            like = planned(b, name)
+            assert like is not None, name
+            got = table[key] = [self.run.buffer(b.card, like, name) for _ in range(SLOTS)]
+        return got
+
+    def step(self, st: Stage, k: int, share: dict[str, Any]) -> None:
+        run, s = self.run, st.index
+        plan = self.pipe.plans[s]
+        b = run.bind(s, plan) if k == 0 else run.again(self.bound[s][k - 1])
+        self.bound[s].append(b)
+        self.pulled[s].append([])
+        ready = self._receive(st, b, k, share)
+        self.ends[s].append(run.launch(b, ready + (self.staged[s][k - 1:k])))
+        self._stage_out(st, b, k)
+
+    def _receive(self, st: Stage, b: Bound, k: int, share: dict[str, Any]) -> list[Event]:
+        """Micro-batch ``k``'s inputs into the receive slots, then into the plan's input
+        buffers once the stage finished ``k - 1``; the event after them."""
+        run, card, slot = self.run, b.card, k % SLOTS
+        dev, stream = card.device, card.copy_stream
+        moves: list[tuple[Place, Place]] = []
+        for x in st.feeds:
+            value, place = share[x], planned(b, x) if x in b.ctx.where else None
+            if place is None or not isinstance(value, np.ndarray):
+                b.ctx.host[x] = value
+                continue
+            landing = self._slots(self.recv, b, x)[slot]
+            run.upload(stream, landing, value)
+            moves.append((landing, place))
+        for src in dict.fromkeys(st.receives.values()):
+            dev.stream_wait_event(stream, self.staged[src][k])
+            for x in (x for x, p in st.receives.items() if p == src):
+                landing, place = self._slots(self.recv, b, x)[slot], planned(b, x)
+                assert place is not None
+                run.move(card, stream, self.send[(src, x)][slot], landing)
+                moves.append((landing, place))
+            self.pulled[src][k].append(run.record(dev, stream))
+        for ev in self.ends[st.index][k - 1] if k else []:
+            dev.stream_wait_event(stream, ev)
+        for landing, place in moves:
+            run.move(card, stream, landing, place)
+        return [run.record(dev, stream)]
+
+    def _stage_out(self, st: Stage, b: Bound, k: int) -> None:
+        """Once the stage ran ``k``: its crossing values into send slot ``k % 2`` and its
+        graph outputs to the host, on the send stream; ``staged`` records the end."""
+        run, card = self.run, b.card
+        dev, stream = card.device, card.stream("send")
+        for ev in self.ends[st.index][k]:
+            dev.stream_wait_event(stream, ev)
+        if k >= SLOTS:
+            for ev in self.pulled[st.index][k - SLOTS]:
+                dev.stream_wait_event(stream, ev)
+        graph_outputs = set(self.pipe.graph.outputs)
+        for x in st.outputs:
+            if x not in graph_outputs or any(x in later.receives for later in self.pipe.stages):
+                place = planned(b, x)
+                assert place is not None, x
+                run.move(card, stream, place, self._slots(self.send, b, x)[k % SLOTS])
+        outs = [x for x in st.outputs if x in graph_outputs]
+        if outs:
+            run.fetch(b, outs, stream=stream)
+        self.staged[st.index].append(run.record(dev, stream))

@@ -3,10 +3,11 @@
 The nodes that compute (every node but those whose inputs are all constants: a
 ``ConstantOfShape`` that makes a weight, and what follows from such nodes alone) are
 taken in topological order and cut into ``n`` contiguous stages. A stage's time is the
-sum of its nodes' times (each node's tasks at their fastest, ``makespan_bounds.fastest_us``,
-in a one-device plan compiled for one micro-batch) plus the transfers of the values it
-reads from earlier stages (one peer copy each: latency + bytes / bandwidth of the link
-from the previous card). A dynamic program over the cut points minimizes the slowest
+longer of the sum of its nodes' times (each node's tasks at their fastest,
+``makespan_bounds.fastest_us``, in a one-device plan compiled for one micro-batch) and the
+transfers of the values it reads from earlier stages (one peer copy each: latency +
+bytes / bandwidth of the link from the previous card), which the double-buffered run
+overlaps with the compute. A dynamic program over the cut points minimizes the slowest
 stage. Constant nodes are no stage's: every stage that reads one of their values gets
 its own copy of them (they fold away when the stage compiles).
 
@@ -111,7 +112,9 @@ def cut(graph: Graph, n: int, costs: dict[str, float], nbytes: dict[str, int],
             starts = np.arange(s - 1, j)
             stage = work[j] - work[starts]
             if s > 1:
-                stage = stage + crossing_bytes[starts, j] * per_byte + crossing_count[starts, j] * per_copy
+                # double-buffered (engine/parallel_pipeline.py): the copies into a stage overlap its
+                # compute of the micro-batch before, so a stage lasts the longer of the two
+                stage = np.maximum(stage, crossing_bytes[starts, j] * per_byte + crossing_count[starts, j] * per_copy)
             total = np.maximum(best[s - 1, starts], stage)
             a = int(np.argmin(total))
             best[s, j], arg[s, j] = total[a], starts[a]
