@@ -1,0 +1,94 @@
+"""Design-space sweeps: every model of a zoo over devices, stream counts, policies, card
+counts and parallel modes, one timing-only run and one row per point.
+
+Example:
+    >>> import graphexec as gx
+    >>> rows = gx.sweep("models/", device=["ascend910", "ascend910b"], streams=[1, 2, 4],
+    ...                 policy=["ge", "list"], output="results.csv")
+    >>> rows[0]["makespan_us"], rows[0]["speedup"]
+
+Points run on a backend (``sweep_local``: a process pool, default; ``sweep_ray``: Ray
+tasks) and come back in the grid's order (``sweep_grid``); each row is appended to the
+output as it comes (``sweep_output``), so a sweep run again with the same output skips
+the points it has. ``speedup`` is the model's first point's makespan over the row's;
+with ``verify`` every point computes and ``verified`` says whether its outputs are
+bit-identical to that first point's. The rows are the same on every backend and with
+any number of workers, all but the host seconds (``compile_s``, ``simulate_s``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from graphexec.engine.sweep_grid import KEY, Point, find_models, grid
+from graphexec.engine.sweep_output import open_output
+from graphexec.engine.sweep_point import Job
+from graphexec.errors import GraphExecError
+
+BACKENDS = ("local", "ray")
+Progress = Callable[[int, int, str], None]
+
+
+def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("ascend910",),
+          streams: Sequence[int | str] = (1,), policy: Sequence[str | None] = (None,),
+          devices: Sequence[int] = (1,), parallel: Sequence[str] = ("data",), *, batch: int | None = None,
+          output: str | Path | None = None, backend: str = "local", workers: int | None = None,
+          address: str | None = None, verify: bool = False, diagnose: bool = True,
+          progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Run every point of the grid (skipping those already in ``output``) and return all
+    its rows in grid order (see the module docstring and ``sweep_point.COLUMNS``)."""
+    found = find_models([models] if isinstance(models, (str, Path)) else models)
+    points = grid(list(found), list(device), list(streams), list(policy), list(devices), list(parallel))
+    if backend not in BACKENDS:
+        raise GraphExecError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise GraphExecError(f"batch must be an int >= 1, not {batch!r}")
+    out = open_output(output) if output is not None else None
+    try:
+        rows = {_key(r): r for r in (out.rows if out is not None else [])}
+        todo = [Job(p, batch, verify, diagnose) for p in points if p.key not in rows]
+        firsts: dict[str, Point] = {}
+        for p in points:
+            firsts.setdefault(p.model, p)
+        done = len(points) - len(todo)
+        if progress is not None:
+            progress(done, len(points), todo[0].point.describe() if todo else "")
+        for job, row in zip(todo, _backend(backend, workers, address).rows(found, todo) if todo else iter(())):
+            _finish(row, job.point, firsts[job.point.model], rows, verify)
+            rows[job.point.key] = row
+            if out is not None:
+                out.append(row)
+            done += 1
+            if progress is not None:
+                progress(done, len(points), job.point.describe())
+    finally:
+        if out is not None:
+            out.close()
+    return [rows[p.key] for p in points]
+
+
+def _backend(name: str, workers: int | None, address: str | None) -> Any:
+    if name == "ray":
+        from graphexec.engine.sweep_ray import RayBackend
+
+        return RayBackend(address)
+    from graphexec.engine.sweep_local import LocalBackend
+
+    return LocalBackend(workers)
+
+
+def _key(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(row[c]) for c in KEY)
+
+
+def _finish(row: dict[str, Any], point: Point, first: Point, rows: dict[tuple[str, ...], dict[str, Any]],
+            verify: bool) -> None:
+    """Fill the columns that need the model's first point: speedup, verified."""
+    base = row if first == point else rows.get(first.key)
+    if base is None:
+        return
+    if base["makespan_us"] and row["makespan_us"]:
+        row["speedup"] = float(base["makespan_us"]) / float(row["makespan_us"])
+    if verify and base["outputs_sha256"] and row["outputs_sha256"]:
+        row["verified"] = "yes" if row["outputs_sha256"] == base["outputs_sha256"] else "no: outputs differ"

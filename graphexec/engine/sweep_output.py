@@ -1,0 +1,109 @@
+"""Where a sweep's rows go: a CSV (appended a whole row at a time and flushed) or a
+Parquet file (rewritten whole, atomically, after each row). Either can be read back, so
+a sweep run again skips the points it already has: an interrupted sweep resumes, losing
+no finished row and repeating none."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from graphexec.engine.sweep_grid import KEY
+from graphexec.engine.sweep_point import COLUMNS, NUMBERS
+from graphexec.errors import GraphExecError
+
+
+class CsvOutput:
+    """Rows as CSV lines; a last line cut short (the process killed mid-write) is dropped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows = list(self._read()) if path.exists() and path.stat().st_size else []
+        new = not path.exists() or path.stat().st_size == 0
+        self._file = open(path, "a", newline="", encoding="utf-8")
+        if new:
+            self._write(list(COLUMNS))
+
+    def _read(self) -> Iterator[dict[str, Any]]:
+        text = self.path.read_text(encoding="utf-8")
+        if not text.endswith("\n"):   # a row cut short: drop it, it is run again
+            text = text[:text.rfind("\n") + 1]
+            with open(self.path, "r+", encoding="utf-8") as f:
+                f.truncate(len(text.encode("utf-8")))
+        reader = csv.reader(io.StringIO(text))
+        header = next(reader, None)
+        if header != list(COLUMNS):
+            raise GraphExecError(f"{self.path}: not a sweep's output (its columns differ from a sweep's); "
+                                 "give another --output")
+        for values in reader:
+            yield parse(dict(zip(COLUMNS, values)))
+
+    def _write(self, values: list[Any]) -> None:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(values)
+        self._file.write(buf.getvalue())   # one write of the whole line, then flushed: never half a row
+        self._file.flush()
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._write(["" if row[c] is None else row[c] for c in COLUMNS])
+        self.rows.append(row)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ParquetOutput:
+    """Rows in a Parquet file (pyarrow), rewritten through a temporary file and renamed."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError as e:
+            raise GraphExecError(f"{path}: writing Parquet needs pyarrow (pip install pyarrow, or "
+                                 "pip install -e '.[cluster]'); or give a .csv --output") from e
+        self.path, self._pa, self._pq = path, pa, pq
+        self.rows: list[dict[str, Any]] = []
+        if path.exists():
+            table = pq.read_table(path)
+            if table.column_names != list(COLUMNS):
+                raise GraphExecError(f"{path}: not a sweep's output (its columns differ from a sweep's); "
+                                     "give another --output")
+            self.rows = table.to_pylist()
+
+    def append(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        types = {c: self._pa.int64() if NUMBERS.get(c) is int else self._pa.float64() if c in NUMBERS
+                 else self._pa.string() for c in COLUMNS}
+        schema = self._pa.schema([(c, types[c]) for c in COLUMNS])
+        self._pq.write_table(self._pa.Table.from_pylist(self.rows, schema=schema), tmp)
+        os.replace(tmp, self.path)
+
+    def close(self) -> None:
+        pass
+
+
+def open_output(path: str | Path) -> CsvOutput | ParquetOutput:
+    """The output for ``path`` by its suffix, its earlier rows read."""
+    p = Path(path)
+    if p.suffix == ".csv":
+        return CsvOutput(p)
+    if p.suffix == ".parquet":
+        return ParquetOutput(p)
+    raise GraphExecError(f"--output {p}: give a .csv or a .parquet file")
+
+
+def parse(text: dict[str, str]) -> dict[str, Any]:
+    """A CSV row's values as a sweep made them: numbers typed, empty cells None (the key's
+    text columns stay text: "" is the default policy, not a missing one)."""
+    row: dict[str, Any] = {}
+    for c, v in text.items():
+        if c in NUMBERS:
+            row[c] = None if v == "" else NUMBERS[c](v)
+        else:
+            row[c] = v if (v != "" or c in KEY) else None
+    return row
