@@ -1,0 +1,111 @@
+"""One eager op as graph mode would run it: typed, lowered and costed once per signature.
+
+An op on tensors of given dtypes and shapes (and given attributes) becomes a one-node
+graph built with the GraphBuilder (which checks and types it) and lowered by graph
+mode's own Lowering: the same NodeRunner (kernel or fallback), the same cost rule, unit,
+block dim and compute dtype. The plan is kept per signature, so a loop of the same op
+pays for this once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graphexec.errors import GraphError, GraphExecError
+from graphexec.frontend.builder import GraphBuilder
+from graphexec.passes.lowering import lower
+
+_PLANS: dict[Any, "OpPlan"] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class OpInfo:
+    """What the profile's op rows and the trace read of an eager kernel (``meta["task"]``)."""
+
+    op: str
+    node: Any = None
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OpPlan:
+    """How to launch one op signature: ``view`` ops alias input 0 and launch nothing."""
+
+    op: str
+    inputs: tuple[str, ...]                 # value names of the tensor inputs, in order
+    consts: tuple[tuple[str, Any], ...]     # scalars and arrays folded into the node
+    outputs: tuple[tuple[str, np.dtype, tuple[int, ...]], ...]
+    runner: Any
+    unit: str
+    flops: float
+    bytes: float
+    block_dim: int
+    dtype: str
+    view: bool
+    info: OpInfo
+
+
+def signature(x: Any) -> Any:
+    """The part of an argument a plan depends on: a tensor's dtype and shape, a constant's value."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and hasattr(x, "_arr"):
+        return (dtype, x.shape)
+    if isinstance(x, np.ndarray):
+        return ("array", x.dtype, x.shape, x.tobytes())
+    return ("const", type(x), x)
+
+
+def attrs_key(attrs: dict[str, Any]) -> Any:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+
+
+def plan_for(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPlan:
+    """The cached plan of ``op`` on ``args`` (tensors, Python numbers, arrays, None)."""
+    key = (op, tuple(signature(a) for a in args), attrs_key(attrs), n_out)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _build(op, args, attrs, n_out)
+    return plan
+
+
+def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPlan:
+    b = GraphBuilder(f"eager {op}")
+    ins: list[Any] = []
+    names: list[str] = []
+    for i, a in enumerate(args):
+        if a is not None and hasattr(a, "_arr"):
+            ins.append(b.input(f"x{i}", a.dtype, list(a.shape)))
+            names.append(f"x{i}")
+        else:
+            ins.append(a)
+    try:
+        outs = b.op(op, *ins, outputs=n_out, **attrs)
+    except GraphError as e:
+        raise GraphError(f"npu.ops.{op.lower()}: {_one_line(e)}") from None
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    b.output(*outs)
+    graph = b.build()
+    typed: list[tuple[str, np.dtype, tuple[int, ...]]] = []
+    for o in outs:
+        t = graph.values[o.name].type
+        if not t.is_static or t.dtype is None:
+            raise GraphExecError(f"npu.ops.{op.lower()}: its output {o.name} has a shape known only from the "
+                                 f"values ({t}); eager mode needs shapes known from the inputs' shapes")
+        typed.append((o.name, t.dtype, tuple(d for d in t.shape or () if isinstance(d, int))))
+    tasks, runners = lower(graph)
+    consts = tuple((n, v.const) for n, v in graph.values.items() if v.const is not None)
+    info = OpInfo(op, None, tuple(names), tuple(n for n, _, _ in typed))
+    if not tasks.tasks:   # a pure view (Reshape, Squeeze, ...): graph mode launches nothing either
+        return OpPlan(op, tuple(names), consts, tuple(typed), None, "", 0.0, 0.0, 1, "", True, info)
+    task = tasks.tasks[0]
+    return OpPlan(op, tuple(names), consts, tuple(typed), runners[task.id], task.unit, task.flops, task.bytes,
+                  task.block_dim, task.dtype, False, info)
+
+
+def _one_line(e: Exception) -> str:
+    text = str(e).replace("<builder>: ", "").replace("builder 'eager ", "'")
+    return " ".join(text.split())

@@ -1,0 +1,228 @@
+"""``npu.Tensor``: a numpy array on the host, or a view of device memory on ``npu:N``.
+
+A device tensor owns a :class:`Storage`, a block of its card's caching allocator; views
+(basic indexing, reshapes) share it. When the last tensor of a storage is dropped, the
+block goes back to the allocator's pool at once (stream order keeps it safe on its own
+stream; ``record_stream`` makes another stream's use count). Reading a device tensor's
+values (``.cpu()``, ``.numpy()``, ``.item()``) waits for the copy that fetches them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.errors import DeviceError, GraphExecError
+from graphexec.npu._state import STATE, Card, parse_device
+from graphexec.runtime.stream import Stream as RtStream
+
+
+class device:
+    """torch.device: ``type`` ("npu" or "cpu") and ``index``; equal to its string form."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type: str, index: int | None = None) -> None:
+        self.type, self.index = type, index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    __repr__ = __str__
+
+    def __eq__(self, other: object) -> bool:
+        return str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+class Storage:
+    """A block of a card's caching allocator, returned to it when no tensor holds it."""
+
+    __slots__ = ("card", "ptr", "nbytes", "bytes", "__weakref__")
+
+    def __init__(self, card: Card, nbytes: int, stream: RtStream) -> None:
+        self.card = card
+        self.nbytes = nbytes
+        self.ptr = card.allocator.malloc(max(nbytes, 1), stream)
+        self.bytes = card.device.memory.bytes_at(self.ptr, nbytes)
+
+    def __del__(self) -> None:
+        if self.card.alive:
+            self.card.allocator.free(self.ptr)
+
+
+class Tensor:
+    """A tensor on the host (``device="cpu"``) or on a card (``"npu:N"``).
+
+    Example:
+        >>> x = npu.randn(4, 4)                  # on the current device
+        >>> y = (x @ x).relu() + 1               # launched, not yet computed
+        >>> y.cpu().numpy()                      # waits, then copies out
+    """
+
+    __slots__ = ("_arr", "_store", "__weakref__")
+    __hash__ = object.__hash__
+    __array_priority__ = 1000   # numpy defers to Tensor's operators
+
+    def __init__(self, arr: np.ndarray, store: Storage | None = None) -> None:
+        self._arr, self._store = arr, store
+
+    # ---- what it is ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._arr.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._arr.dtype
+
+    @property
+    def device(self) -> device:
+        return device("cpu") if self._store is None else device("npu", self._store.card.index)
+
+    @property
+    def is_npu(self) -> bool:
+        return self._store is not None
+
+    @property
+    def ndim(self) -> int:
+        return self._arr.ndim
+
+    def dim(self) -> int:
+        return self._arr.ndim
+
+    def numel(self) -> int:
+        return int(self._arr.size)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def element_size(self) -> int:
+        return self._arr.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        where = "" if self._store is None else f", device='{self.device}'"
+        return f"tensor(shape={list(self.shape)}, dtype={self.dtype}{where})"
+
+    def card(self) -> Card:
+        """The card of a device tensor (checked alive)."""
+        if self._store is None:
+            raise DeviceError("this tensor is on the host; call .npu() first")
+        c = self._store.card
+        c.check()
+        return c
+
+    # ---- moving ----------------------------------------------------------------------
+    def to(self, device: Any = None, dtype: Any = None, non_blocking: bool = False) -> Tensor:
+        """A copy on ``device`` (this tensor if already there); ``dtype`` casts too."""
+        from graphexec.npu._copy import to_device
+
+        out = to_device(self, parse_device(device) if device is not None else
+                        (None if self._store is None else self._store.card.index))
+        return out if dtype is None or np.dtype(dtype) == out.dtype else out.type(dtype)
+
+    def npu(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        return self.to(parse_device(device) if device is not None else STATE.current_device)
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array (a device tensor's are copied out first, waiting)."""
+        return self._arr if self._store is None else self.cpu()._arr
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self) -> Any:
+        return self.numpy().item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def type(self, dtype: Any) -> Tensor:
+        """Cast (ONNX Cast, launched like any op)."""
+        from graphexec.npu.ops import cast
+
+        return cast(self, dtype)
+
+    def copy_(self, src: Any) -> Tensor:
+        """Copy ``src`` (a tensor or number, broadcast) into this tensor's bytes, in stream order."""
+        from graphexec.npu._copy import copy_into
+
+        copy_into(self, src)
+        return self
+
+    def record_stream(self, stream: Any) -> None:
+        """Mark the storage as used by ``stream``: when freed, its block waits for that stream."""
+        from graphexec.npu._streams import Stream
+
+        if not isinstance(stream, Stream):
+            raise GraphExecError(f"record_stream needs an npu.Stream, got {type(stream).__name__}")
+        card = self.card()
+        if stream.card is not card:
+            raise DeviceError(f"record_stream: the tensor is on {card.name}, the stream on {stream.card.name}")
+        assert self._store is not None  # card() checked it
+        card.allocator.note_use(self._store.ptr, stream.rt)
+
+    # ---- views -----------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Tensor:
+        keys = key if isinstance(key, tuple) else (key,)
+        if not all(k is None or k is Ellipsis or isinstance(k, (int, slice, np.integer)) for k in keys):
+            raise GraphExecError("npu.Tensor indexing takes ints, slices, None and ...; "
+                                 "use npu.ops.gather for index tensors")
+        if self._store is not None:
+            self.card()
+        try:
+            return Tensor(self._arr[key], self._store)
+        except IndexError as e:
+            raise GraphExecError(f"index {key!r} into shape {list(self.shape)}: {e}") from None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self[key].copy_(value)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        from graphexec.npu.ops import reshape
+
+        dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return reshape(self, np.array(dims, dtype=np.int64))
+
+    view = reshape
+
+    def relu(self) -> Tensor:
+        return self._op("Relu", self)
+
+    # ---- operators (ONNX ops through the kernels, like any op) ------------------------
+    def _op(self, op: str, *args: Any) -> Any:
+        from graphexec.npu.ops import run_op
+
+        return run_op(op, list(args), {})
+
+    def __add__(self, o: Any) -> Any: return self._op("Add", self, o)
+    def __radd__(self, o: Any) -> Any: return self._op("Add", o, self)
+    def __sub__(self, o: Any) -> Any: return self._op("Sub", self, o)
+    def __rsub__(self, o: Any) -> Any: return self._op("Sub", o, self)
+    def __mul__(self, o: Any) -> Any: return self._op("Mul", self, o)
+    def __rmul__(self, o: Any) -> Any: return self._op("Mul", o, self)
+    def __truediv__(self, o: Any) -> Any: return self._op("Div", self, o)
+    def __rtruediv__(self, o: Any) -> Any: return self._op("Div", o, self)
+    def __matmul__(self, o: Any) -> Any: return self._op("MatMul", self, o)
+    def __rmatmul__(self, o: Any) -> Any: return self._op("MatMul", o, self)
+    def __pow__(self, o: Any) -> Any: return self._op("Pow", self, o)
+    def __neg__(self) -> Any: return self._op("Neg", self)
+    def __abs__(self) -> Any: return self._op("Abs", self)
+    def __lt__(self, o: Any) -> Any: return self._op("Less", self, o)
+    def __le__(self, o: Any) -> Any: return self._op("LessOrEqual", self, o)
+    def __gt__(self, o: Any) -> Any: return self._op("Greater", self, o)
+    def __ge__(self, o: Any) -> Any: return self._op("GreaterOrEqual", self, o)
+    def __eq__(self, o: Any) -> Any: return self._op("Equal", self, o)  # type: ignore[override]
+
+    def __ne__(self, o: Any) -> Any:  # type: ignore[override]
+        return self._op("Not", self._op("Equal", self, o))

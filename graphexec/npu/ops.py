@@ -1,0 +1,121 @@
+"""The ops of the kernel registry as eager functions: ``npu.ops.relu(x)``, ``npu.ops.conv(x, w, pads=...)``.
+
+Any ONNX op (or registered custom op) runs through the same kernels and cost rules as
+graph mode (``_plan.py``): ``npu.ops.run("Conv", x, w, pads=[1, 1, 1, 1])``, or by name in
+snake case (``npu.ops.global_average_pool(x)``) or as spelled by ONNX (``npu.ops.Conv``).
+Tensor inputs come positionally (None for an omitted optional one), numpy arrays and
+numbers become constants of the node, keywords are attributes; ``outputs=N`` for ops
+with several outputs. Device ops launch on the current stream and return at once; ops
+on host tensors compute at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import helper
+
+from graphexec.errors import DeviceError
+from graphexec.npu import _launch
+from graphexec.npu._copy import empty_on, span
+from graphexec.npu._plan import plan_for
+from graphexec.npu._state import STATE, Card
+from graphexec.npu._tensor import Tensor
+
+_SPELLED = {"matmul": "MatMul", "prelu": "PRelu", "lrn": "LRN", "topk": "TopK", "argmax": "ArgMax",
+            "argmin": "ArgMin", "nonzero": "NonZero", "batch_norm": "BatchNormalization",
+            "layer_norm": "LayerNormalization", "conv": "Conv", "gemm": "Gemm"}
+
+
+def run(op: str, *args: Any, outputs: int = 1, **attrs: Any) -> Any:
+    """Run ONNX op ``op`` on ``args`` with attributes ``attrs``; a Tensor, or a tuple of them."""
+    return run_op(op, list(args), attrs, outputs)
+
+
+def _card_of(args: list[Any], op: str) -> Card | None:
+    card: Card | None = None
+    host = False
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._store is None:
+                host = True
+            elif card is None:
+                card = a._store.card
+            elif a._store.card is not card:
+                raise DeviceError(f"npu.ops.{op}: inputs on {card.name} and {a._store.card.name}; "
+                                  "move one with .to()")
+    if card is not None and host:
+        raise DeviceError(f"npu.ops.{op}: inputs on the host and on {card.name}; move them with .npu() or .cpu()")
+    return card
+
+
+def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) -> Any:
+    """Launch ``op`` on the current stream of its inputs' card (or compute it on the host)."""
+    card = _card_of(args, op)
+    plan = plan_for(op, args, attrs, outputs)
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if card is None:
+        values = dict(plan.consts)
+        values.update(zip(plan.inputs, (t._arr for t in tensors)))
+        res = plan.runner(values, None) if not plan.view else {plan.outputs[0][0]: tensors[0]._arr}
+        made = tuple(Tensor(np.array(res[n], dtype=dt).reshape(shape)) for n, dt, shape in plan.outputs)
+        return made[0] if outputs == 1 else made
+    card.check()
+    if plan.view:
+        return _view(card, tensors[0], plan.outputs[0][2])
+    outs = [empty_on(card, dt, shape) for _, dt, shape in plan.outputs]
+    if STATE.capture is not None:
+        for t in tensors:
+            STATE.capture.keep(t._store)
+    checked = card.device.checker is not None
+    _launch.kernel(card, card.current, plan, [t._arr for t in tensors], [o._arr for o in outs],
+                   [span(t, n) for t, n in zip(tensors, plan.inputs)] if checked else (),
+                   [span(o, n) for o, (n, _, _) in zip(outs, plan.outputs)] if checked else ())
+    return outs[0] if outputs == 1 else tuple(outs)
+
+
+def _view(card: Card, t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """A reshape of ``t`` sharing its bytes (a strided view is first copied to contiguous ones)."""
+    if not t._arr.flags.c_contiguous:
+        t = contiguous(t)
+    return Tensor(t._arr.reshape(shape), t._store)
+
+
+def contiguous(t: Tensor) -> Tensor:
+    """A tensor with ``t``'s values in fresh, contiguous bytes (``t`` itself if they already are)."""
+    if t._arr.flags.c_contiguous:
+        return t
+    if t._store is None:
+        return Tensor(np.ascontiguousarray(t._arr))
+    out = empty_on(t.card(), t.dtype, t.shape)
+    out.copy_(t)
+    return out
+
+
+def cast(x: Tensor, dtype: Any) -> Tensor:
+    return run_op("Cast", [x], {"to": helper.np_dtype_to_tensor_dtype(np.dtype(dtype))})
+
+
+def reshape(x: Tensor, shape: Any) -> Tensor:
+    return run_op("Reshape", [x, np.asarray(shape, dtype=np.int64)], {})
+
+
+def _onnx_name(name: str) -> str:
+    if name in _SPELLED:
+        return _SPELLED[name]
+    if name[:1].isupper():
+        return name
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    op = _onnx_name(name)
+
+    def call(*args: Any, outputs: int = 1, **attrs: Any) -> Any:
+        return run_op(op, list(args), attrs, outputs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
