@@ -41,6 +41,13 @@ class Comparison:
     identical: bool
     results: list[Result] = field(default_factory=list)
     sessions: list[Session] = field(default_factory=list)
+    computed: bool = True   # False: timing-only rows (``compute=False``), no outputs to compare
+
+    @property
+    def verdict(self) -> str:
+        if not self.computed:
+            return "timing only: outputs not computed"
+        return "outputs bit-identical across all rows" if self.identical else "OUTPUTS DIFFER between rows"
 
     def table(self) -> str:
         """A plain-text table a person can read."""
@@ -49,10 +56,7 @@ class Comparison:
         body = [[str(r.streams), r.policy, str(r.used), str(r.events), f"{r.time_us:,.1f}", f"{r.speedup:.2f}x",
                  f"{r.lower_bound_us:,.1f}", f"{100 * r.cube_util:.1f}%", f"{100 * r.vector_util:.1f}%",
                  f"{r.peak_bytes / 2**20:,.2f} MiB"] for r in self.rows]
-        lines = [table(head, body)]
-        verdict = ("outputs bit-identical across all rows" if self.identical
-                   else "OUTPUTS DIFFER between rows")
-        return "\n".join(lines + [verdict])
+        return "\n".join([table(head, body), self.verdict])
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.__dict__ for r in self.rows], "identical": self.identical}
@@ -90,11 +94,12 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
             feeds: Mapping[str, Any] | None = None, policy: str | None = None, device: str | None = None,
             launch: str = "graph", progress: Callable[[int, int, str], None] | None = None, threads: int = 1,
             devices: Iterable[int] | None = None, parallel: str = "data", microbatches: int = 1,
-            system: str | None = None) -> Comparison:
+            system: str | None = None, compute: bool = True) -> Comparison:
     """Run ``graph`` once per stream count (default 1, 2, 4, 8); speedups are against the
     first row. ``threads``: host threads for the kernels' math (the results do not change).
     With ``devices`` (card counts, e.g. [1, 2, 4]): one row per count, spread by
     ``parallel`` with ``streams`` (an int, default 1) per card (``engine/compare_devices.py``).
+    ``compute=False``: timing-only rows (``Session.simulate``), the same numbers, no outputs.
 
     Example:
         >>> cmp = gx.compare(gx.load("models/inception_block.onnx"), streams=[1, 4])
@@ -108,17 +113,17 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
         if streams is not None and not isinstance(streams, (int, str)):
             raise GraphExecError("with devices, streams is the stream count per card (an int or 'auto')")
         return compare_devices(graph, devices, feeds, parallel, 1 if streams is None else streams, microbatches,
-                               system, device, launch, threads, progress)
+                               system, device, launch, threads, progress, compute)
     streams = (1, 2, 4, 8) if streams is None else [streams] if isinstance(streams, (int, str)) else streams
     counts = list(streams)
 
     def make(n: int | str) -> Session:
         return Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy,
-                       launch=launch, threads=threads)
+                       launch=launch, threads=threads, compute=compute)
 
     def row(n: int | str, session: Session, s: Any, speedup: float) -> CompareRow:
         return CompareRow(n, session.compiled.schedule.policy, s.num_streams, s.num_events, s.makespan_us,
                           speedup, s.lower_bound_us, s.cube_utilization, s.vector_utilization, s.peak_bytes)
 
     rows, results, sessions, identical = run_rows(counts, "streams", make, row, feeds, progress)
-    return Comparison(rows, identical, results, sessions)
+    return Comparison(rows, identical, results, sessions, compute)

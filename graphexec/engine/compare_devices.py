@@ -47,8 +47,7 @@ class DeviceComparison(Comparison):
         body = [[str(r.devices), r.parallel, f"{r.time_us:,.1f}", f"{r.speedup:.2f}x", f"{r.comm_us:,.1f}",
                  f"{100 * r.comm_hidden:.1f}%", f"{100 * r.cube_util:.1f}%", f"{100 * r.vector_util:.1f}%",
                  f"{r.peak_bytes / 2**20:,.2f} MiB", f"{r.weight_bytes / 2**20:,.2f} MiB"] for r in self.rows]
-        verdict = "outputs bit-identical across all rows" if self.identical else "OUTPUTS DIFFER between rows"
-        return "\n".join([table(head, body), verdict])
+        return "\n".join([table(head, body), self.verdict])
 
 
 def _one_card_graph(graph: Graph, feeds: Mapping[str, Any]) -> Graph:
@@ -65,7 +64,7 @@ def _one_card_graph(graph: Graph, feeds: Mapping[str, Any]) -> Graph:
 def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, Any], parallel: str = "data",
                     streams: int | str = 1, microbatches: int = 1, system: str | None = None,
                     device: str | None = None, launch: str = "graph", threads: int = 1,
-                    progress: Callable[[int, int, str], None] | None = None) -> DeviceComparison:
+                    progress: Callable[[int, int, str], None] | None = None, compute: bool = True) -> DeviceComparison:
     """One row per card count in ``devices``, each a session over that many cards."""
     counts = list(devices)
     one = device if device is not None or system is None else load_system(system).device_profile
@@ -73,9 +72,9 @@ def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, An
     def make(n: int) -> Session:
         if n == 1:
             return Session(_one_card_graph(graph, feeds), streams=streams, device=one, launch=launch,
-                           threads=threads)
+                           threads=threads, compute=compute)
         return Session(graph, streams=streams, device=device, launch=launch, threads=threads, devices=n,
-                       parallel=parallel, microbatches=microbatches, system=system)
+                       parallel=parallel, microbatches=microbatches, system=system, compute=compute)
 
     def row(n: int, session: Session, s: Any, speedup: float) -> DeviceRow:
         return DeviceRow(n, getattr(s, "parallel", "-"), s.makespan_us, speedup, getattr(s, "comm_us", 0.0),
@@ -83,4 +82,4 @@ def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, An
                          s.peak_bytes, s.weight_bytes)
 
     rows, results, sessions, identical = run_rows(counts, "devices", make, row, feeds, progress)
-    return DeviceComparison(rows, identical, results, sessions)
+    return DeviceComparison(rows, identical, results, sessions, compute)
