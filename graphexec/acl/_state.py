@@ -23,6 +23,8 @@ from graphexec.runtime.server import Server
 from graphexec.runtime.stream import Event, Stream
 
 F = TypeVar("F", bound=Callable[..., Any])
+# called with a device's Device before it is torn down (profiling/env.py keeps what it ran)
+TEARDOWN_HOOKS: list[Callable[[Device], None]] = []
 
 
 @dataclass(eq=False)
@@ -104,6 +106,8 @@ class State:
             if err.code != codes.RT_STREAM_SYNC_TIMEOUT:
                 raise
         finally:
+            for hook in TEARDOWN_HOOKS:
+                hook(entry.device)
             for ctx in entry.contexts:
                 ctx.destroyed = True
                 for s in [ctx.default_stream, *ctx.streams]:
