@@ -10,6 +10,7 @@ import numpy as np
 
 from graphexec.engine.metrics import executed_live_peak, utilization
 from graphexec.profiling.counters import run_metrics
+from graphexec.profiling.record import RESULT_OBSERVERS
 
 if TYPE_CHECKING:
     from graphexec.engine.compiled import Compiled
@@ -74,6 +75,10 @@ class Result:
     run: "RunRecord | None" = field(default=None, repr=False, compare=False)
     _trace: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _diagnosis: "Diagnosis | None" = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for observe in RESULT_OBSERVERS:   # profiling from the environment (profiling/env.py), when on
+            observe(self)
 
     @property
     def trace(self) -> dict[str, Any]:
