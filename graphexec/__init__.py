@@ -27,6 +27,7 @@ from graphexec.frontend import load
 from graphexec.frontend.builder import GraphBuilder
 from graphexec.ir import Graph
 from graphexec.kernels.custom import kernel
+from graphexec.profiling.env import from_environment as _profiling_from_environment
 
 __all__ = [
     "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphBuilder", "GraphError", "GraphExecError",
@@ -34,3 +35,4 @@ __all__ = [
     "UnsupportedOpError", "compare", "default_feeds", "kernel", "load",
 ]
 __version__ = "0.1.0"
+_profiling_from_environment()   # ASCEND_PROFILING_ENABLED=1: every run of the program is profiled
