@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphexec._files import folder_mode
 from graphexec.errors import GraphExecError, OutputError
@@ -29,9 +29,14 @@ def _write_all(result: "Result", folder: str) -> None:
     assert record is not None  # write_profile checked it
     rows = op_rows(record)
     with open(os.path.join(folder, "timeline.json"), "w", encoding="utf-8") as f:
-        json.dump(timeline(record, result.trace), f)
+        json.dump(timeline(record, result.trace, view_extra(result)), f, default=str)
     write_csv(os.path.join(folder, "op_summary.csv"), SUMMARY_COLUMNS, rows)
     write_csv(os.path.join(folder, "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
+
+
+def view_extra(result: "Result") -> dict[str, Any]:
+    """What ``graphexec view`` shows beyond the trace: the run's stats and its diagnosis."""
+    return {"stats": result.stats.to_dict(), "diagnosis": result.diagnosis.to_dict()}
 
 
 def write_profile(result: "Result", folder: str | os.PathLike[str]) -> list[Path]:

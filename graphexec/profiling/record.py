@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from graphexec.engine.compiled import Compiled
     from graphexec.runtime.device import Device
+
+
+# called with every Result as it is made (engine/result.py): profiling from the environment
+# (profiling/env.py) registers here when switched on, so every session run reaches it
+RESULT_OBSERVERS: list[Callable[[Any], None]] = []
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +44,18 @@ class RunRecord:
     def name(self) -> str:
         return self.compiled.graph.name or "graphexec"
 
+    @property
+    def graph(self) -> Any:
+        return self.compiled.graph
+
+    @property
+    def device_id(self) -> int:
+        return self.compiled.device.id
+
+    @property
+    def graph_mode(self) -> bool:
+        return self.compiled.device.graph_mode
+
     @classmethod
     def of(cls, dev: "Device", compiled: "Compiled") -> "RunRecord":
         """A snapshot of the run that just finished on ``dev``."""
@@ -47,3 +64,26 @@ class RunRecord:
     def activation_sizes(self) -> dict[str, int]:
         """Bytes of each activation-pool tensor in the memory plan."""
         return {e.tensor: e.size for e in self.compiled.memory_plan.buffers if e.region == "activation"}
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceRun:
+    """What a device ran with no compiled plan behind it (ACL calls, eager mode): the same
+    tasks, launches and simulator, for the same timeline and op tables."""
+
+    tasks: list[Any]
+    launches: list[Any]
+    sim: Any = field(repr=False)
+    profile: Any = field(repr=False)
+    device_id: int = 0
+    graph_mode: bool = False
+    name: str = "acl"
+    graph: Any = None
+
+    @cached_property
+    def samples(self) -> list[Any]:
+        return list(getattr(self.sim, "samples", None) or [])
+
+    @classmethod
+    def of(cls, dev: "Device", name: str = "acl") -> "DeviceRun":
+        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, dev.profile, dev.id, dev.graph_mode, name)

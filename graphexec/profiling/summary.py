@@ -59,7 +59,7 @@ def _tensors(graph: Any, names: Iterable[str]) -> tuple[str, str]:
     """msprof's shape and dtype cells: one entry per tensor, ``;`` between tensors."""
     shapes, dtypes = [], []
     for name in names:
-        value = graph.values.get(name)
+        value = graph.values.get(name) if graph is not None else None
         ty = value.type if value is not None else None
         shape = None if ty is None else ty.shape
         shapes.append("?" if shape is None else ",".join("?" if not isinstance(d, int) else str(d) for d in shape))
@@ -72,7 +72,8 @@ def _row(t: Any, wait: float, graph: Any, profile: Any) -> dict[str, Any]:
     node = getattr(task, "node", None)
     ins, in_types = _tensors(graph, node.inputs if node is not None else [])
     outs, out_types = _tensors(graph, node.outputs if node is not None else [])
-    return {"Op Name": t.name, "OP Type": getattr(task, "op", "") or ("MemcpyAsync" if t.kind == "memcpy" else ""),
+    op = getattr(task, "op", "") or t.meta.get("op", "") or ("MemcpyAsync" if t.kind == "memcpy" else t.name)
+    return {"Op Name": t.name, "OP Type": op,
             "Task Type": task_type(t, profile), "Stream ID": t.stream.id, "Task Start Time(us)": t.start_t,
             "Task Duration(us)": t.end_t - t.start_t, "Task Wait Time(us)": wait, "Block Dim": t.block_dim,
             "Input Shapes": ins, "Input Data Types": in_types, "Output Shapes": outs,
@@ -80,7 +81,7 @@ def _row(t: Any, wait: float, graph: Any, profile: Any) -> dict[str, Any]:
             "Bound": roofline(t, profile)[0]}
 
 
-def op_rows(record: RunRecord) -> list[dict[str, Any]]:
+def op_rows(record: RunRecord | Any) -> list[dict[str, Any]]:
     """One row per kernel or copy in start order. Task Wait Time is msprof's: the gap
     between the end of the previous task on the same stream and this task's start."""
     last_end: dict[int, float] = {}
@@ -88,7 +89,7 @@ def op_rows(record: RunRecord) -> list[dict[str, Any]]:
     for t in work(record.tasks):
         wait = t.start_t - last_end[t.stream.id] if t.stream.id in last_end else 0.0
         last_end[t.stream.id] = t.end_t
-        rows.append(_row(t, max(0.0, wait), record.compiled.graph, record.profile))
+        rows.append(_row(t, max(0.0, wait), record.graph, record.profile))
     return rows
 
 

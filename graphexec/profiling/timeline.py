@@ -11,13 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth, total_depth
+from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth, steps, total_depth
 from graphexec.profiling.record import RunRecord
 from graphexec.profiling.trace import DEVICE_PID, HOST_PID
 
 POOL_COUNTER = "activation pool (bytes in use)"
 CORES_COUNTER = "busy cores"
 QUEUE_COUNTER = "queued tasks"
+HBM_COUNTER = "HBM bandwidth (GB/s)"
+
+
+def hbm_series(tasks: Any) -> Series:
+    """GB/s the running kernels move, each spreading its bytes evenly over its duration."""
+    deltas = []
+    for t in tasks:
+        if t.kind == "kernel" and t.start_t is not None and t.end_t > t.start_t and t.bytes:
+            rate = t.bytes / (t.end_t - t.start_t) / 1e3    # bytes per us -> GB/s
+            deltas += [(t.start_t, rate), (t.end_t, -rate)]
+    return [(ts, max(0.0, v)) for ts, v in steps(deltas)]
 
 
 def _counter(name: str, pid: int, points: list[tuple[float, dict[str, float]]]) -> list[dict[str, Any]]:
@@ -36,8 +47,11 @@ def counter_events(record: RunRecord) -> list[dict[str, Any]]:
         events += _series(f"queue depth (stream {stream})", "tasks", series)
     cores = busy_cores(record.tasks, record.samples, record.profile)
     events += _counter(CORES_COUNTER, DEVICE_PID, [(t, {"cube": c, "vector": v}) for t, c, v in cores])
-    root = record.compiled.tasks.root
-    events += _series(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(), root))
+    events += _series(HBM_COUNTER, "GB/s", hbm_series(record.tasks))
+    compiled = getattr(record, "compiled", None)
+    if compiled is not None:   # a plan's activation pool; ACL and eager runs have none
+        events += _series(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(),
+                                                            compiled.tasks.root))
     return events
 
 
@@ -52,7 +66,12 @@ def _sort_indices(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def timeline(record: RunRecord, trace: dict[str, Any]) -> dict[str, Any]:
-    """``trace`` (the result's Chrome trace) with sort indices and these counter tracks."""
+def timeline(record: RunRecord | Any, trace: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``trace`` (the result's Chrome trace) with sort indices and these counter tracks;
+    ``otherData`` names the device and carries ``extra`` (stats, diagnosis) for ``graphexec view``."""
     events = [e for e in trace["traceEvents"] if e.get("ph") != "C"] + _sort_indices(trace) + counter_events(record)
-    return {**trace, "traceEvents": events, "otherData": {"source": "graphexec", "device": record.profile.name}}
+    prof = record.profile
+    other = {"source": "graphexec", "device": prof.name, "model": record.name,
+             "peak": {"ai_cores": prof.ai_cores, "vector_cores": prof.vector_cores, "coupled": prof.coupled,
+                      "hbm_bandwidth_gbps": prof.hbm_bandwidth_gbps, "queue_depth": prof.queue_depth}}
+    return {**trace, "traceEvents": events, "otherData": {**other, **(extra or {})}}

@@ -142,9 +142,8 @@ def _launch_events(dev: Any, where: Where) -> list[dict[str, Any]]:
 
 def record_trace(record: Any) -> dict[str, Any]:
     """The trace of a finished run from its RunRecord (the device has moved on since)."""
-    dev = SimpleNamespace(sim=record.sim, launches=record.launches,
-                          graph_mode=record.compiled.device.graph_mode)
-    return chrome_trace(dev, record.compiled.graph.name)
+    dev = SimpleNamespace(sim=record.sim, launches=record.launches, graph_mode=record.graph_mode)
+    return chrome_trace(dev, record.name)
 
 
 def _counters(dev: Any, pid: int = DEVICE_PID) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from dags import random_dag
 
 import graphexec as gx
 from graphexec.profiling.counters import level_at
-from graphexec.profiling.timeline import CORES_COUNTER, POOL_COUNTER, QUEUE_COUNTER, timeline
+from graphexec.profiling.timeline import CORES_COUNTER, HBM_COUNTER, POOL_COUNTER, QUEUE_COUNTER, timeline
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "schemas" / "trace_event.schema.json").read_text())
 MODEL = Path(__file__).resolve().parents[3] / "models" / "inception_block.onnx"
@@ -153,7 +153,18 @@ def test_the_result_trace_is_left_as_it_was(run):
     doc = timeline(result.run, result.trace)
     assert result.trace == before
     names = {e["name"] for e in doc["traceEvents"] if e["ph"] == "C"}
-    assert {CORES_COUNTER, QUEUE_COUNTER, POOL_COUNTER} <= names and len(names) == 3 + result.stats.num_streams
+    assert {CORES_COUNTER, QUEUE_COUNTER, POOL_COUNTER, HBM_COUNTER} <= names
+    assert len(names) == 4 + result.stats.num_streams
+
+
+def test_hbm_counter_moves_the_run_bytes(run):
+    """The HBM track integrates to the bytes the kernels move (GB/s x us = 1e3 bytes)."""
+    result, doc = run
+    series = _counter(doc, HBM_COUNTER, "GB/s")
+    moved = sum(v * (t1 - t0) for (t0, v), (t1, _) in zip(series, series[1:])) * 1e3
+    kernels = [t for t in result.run.tasks if t.kind == "kernel" and t.end_t > t.start_t]
+    assert moved == pytest.approx(sum(t.bytes for t in kernels), rel=1e-6)
+    assert series[-1][1] == pytest.approx(0, abs=1e-9)
 
 
 def test_busy_cores_without_samples_come_from_the_tasks(run):
