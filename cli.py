@@ -16,6 +16,7 @@ import numpy as np
 
 import graphexec as gx
 from graphexec import _cli_devices as cli_devices
+from graphexec import _cli_sweep as cli_sweep
 from graphexec._files import check_output, write_one
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
@@ -113,7 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph = gx.load(args.model)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
                          launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
-                         microbatches=args.microbatches, system=args.system)
+                         microbatches=args.microbatches, system=args.system, compute=not args.timing_only)
+    if args.timing_only and args.save:
+        raise UsageError("--save: a --timing-only run computes no outputs to save")
     feeds = _feeds_for(graph, args, session.profile)
     with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
         bar.update(0, "compiling")
@@ -197,7 +200,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
         cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, launch=args.launch,
-                         threads=args.threads,
+                         threads=args.threads, compute=not args.timing_only,
                          progress=lambda i, n, what: bar.update(i, what))
     if args.plot:
         from graphexec.profiling.plot import gantt
@@ -285,6 +288,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+TIMING_HELP = "simulate only: the same times, trace and diagnosis, no kernel computed (no outputs)"
 THREADS_HELP = "host threads for the kernels' math (default 1); outputs and device times do not change"
 
 
@@ -331,6 +335,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
     run.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     cli_devices.spread_options(run)
+    run.add_argument("--timing-only", action="store_true", help=TIMING_HELP)
     run.set_defaults(fn=cmd_run)
     cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
     cmp.add_argument("model")
@@ -340,6 +345,7 @@ def parser() -> argparse.ArgumentParser:
     cmp.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     _model_options(cmp)
     cli_devices.spread_options(cmp, many=True)
+    cmp.add_argument("--timing-only", action="store_true", help=TIMING_HELP)
     cmp.set_defaults(fn=cmd_compare)
     plan = sub.add_parser("plan", help="show each stream's task order and the memory plan (with --devices: "
                                        "the partition over the cards and the transfers)")
@@ -362,6 +368,7 @@ def parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("devices", help="list the built-in device profiles and systems")
     dev.add_argument("--json", action="store_true")
     dev.set_defaults(fn=cmd_devices)
+    cli_sweep.register(sub)
     return p
 
 

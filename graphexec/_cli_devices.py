@@ -77,7 +77,8 @@ def compare(args: argparse.Namespace, graph: gx.Graph, feeds: dict[str, Any], wr
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
         cmp = gx.compare(graph, devices=counts, streams=streams, feeds=feeds, parallel=args.parallel,
                          microbatches=args.microbatches, system=args.system, device=args.device, launch=args.launch,
-                         threads=args.threads, progress=lambda i, n, what: bar.update(i, what))
+                         threads=args.threads, compute=not getattr(args, "timing_only", False),
+                         progress=lambda i, n, what: bar.update(i, what))
     if args.plot:
         from graphexec.profiling.plot import gantt
 
