@@ -54,7 +54,7 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
         done = len(points) - len(todo)
         if progress is not None:
             progress(done, len(points), todo[0].point.describe() if todo else "")
-        for job, row in zip(todo, _backend(backend, workers, address).rows(found, todo) if todo else iter(())):
+        for row, job in zip(_backend(backend, workers, address).rows(found, todo) if todo else iter(()), todo):
             _finish(row, job.point, firsts[job.point.model], rows, verify)
             rows[job.point.key] = row
             if out is not None:

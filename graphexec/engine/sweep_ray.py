@@ -67,17 +67,16 @@ class RayBackend:
                     boxes[name] = str(e).splitlines()[0]
         refs = [None if isinstance(boxes[j.point.model], str) else self.task.remote(boxes[j.point.model], j)
                 for j in jobs]
-        finished = False
+        taken = 0
         try:
             for job, ref in zip(jobs, refs):
                 box = boxes[job.point.model]
                 yield self._get(ref, box, job) if not isinstance(box, str) else _failed(job, box)
-            finished = True
+                taken += 1
         finally:
-            if not finished:   # interrupted: the points not taken back yet are not wanted
-                for ref in refs:
-                    if ref is not None:
-                        self.ray.cancel(ref)
+            for ref in refs[taken + 1:]:   # interrupted: the points not taken back are not wanted
+                if ref is not None:
+                    self.ray.cancel(ref)
             if self.started:
                 self.ray.shutdown()
 
