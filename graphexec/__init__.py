@@ -11,6 +11,7 @@ from graphexec.engine.compare import Comparison, compare
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result, Stats
 from graphexec.engine.session import Session
+from graphexec.engine.sweep import sweep
 from graphexec.errors import (
     AclError,
     DeviceError,
@@ -32,7 +33,7 @@ from graphexec.profiling.env import from_environment as _profiling_from_environm
 __all__ = [
     "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphBuilder", "GraphError", "GraphExecError",
     "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats",
-    "UnsupportedOpError", "compare", "default_feeds", "kernel", "load",
+    "UnsupportedOpError", "compare", "default_feeds", "kernel", "load", "sweep",
 ]
 __version__ = "0.1.0"
 _profiling_from_environment()   # ASCEND_PROFILING_ENABLED=1: every run of the program is profiled
