@@ -1,84 +1,61 @@
 """``with npu.profiler.profile(output_dir):`` profiles the eager work of the block.
 
-On exit the current device is synchronized and the tasks that ran meanwhile (kernels,
-copies, events, with the host's launches) are written by graph mode's own exporter
-(``graphexec.profiling.export.write_profile``), the files ``graphexec run --profile``
-writes. Eager work has no compiled plan: the rows carry each op's type, and the pool
-counter is left out.
+The block is profiled by graphexec's own collector (``graphexec.profiling.env``, what
+``ASCEND_PROFILING_ENABLED`` and ``graphexec run --profile`` use): on exit every card
+that eager mode opened is synchronized and the tasks it ran during the block (kernels,
+copies, events, with the host's launches) go into one ``PROF_*`` folder in msprof's
+layout under ``output_dir``, beside the runs of sessions and ACL devices made meanwhile.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace, TracebackType
-from typing import Any, cast
+from typing import Any
 
-from graphexec.engine.result import Result, Stats
-from graphexec.ir import Graph
-from graphexec.npu._state import STATE, Card
-from graphexec.profiling.export import write_profile
-from graphexec.profiling.record import RunRecord
-
-_WORK = ("kernel", "memcpy", "control")
-
-
-@dataclass
-class _EagerPlan:
-    """What the exporter reads of a compiled plan, for work that had none."""
-
-    profile: Any
-    graph: Graph = field(default_factory=lambda: Graph("eager"))
-    device: Any = field(default_factory=lambda: SimpleNamespace(graph_mode=False))
-    memory_plan: Any = field(default_factory=lambda: SimpleNamespace(buffers=[]))
-    tasks: Any = field(default_factory=lambda: SimpleNamespace(root=lambda name: name))
-
-    def region_bytes(self) -> dict[str, int]:
-        return {}
+from graphexec.npu._state import STATE
+from graphexec.profiling import env
+from graphexec.profiling.record import DeviceRun
 
 
 class profile:
-    """Profile the block's eager work into ``output_dir`` (torch_npu.profiler style)."""
+    """Profile the block's eager work into a PROF folder under ``output_dir`` (``.path`` after)."""
 
-    def __init__(self, output_dir: str | os.PathLike[str], device: Any = None) -> None:
+    def __init__(self, output_dir: str | os.PathLike[str]) -> None:
         self.output_dir = output_dir
-        self.card: Card | None = None
-        self.paths: list[Any] = []
-        self._device = device
+        self.path: Path | None = None
+        self._marks: dict[int, tuple[int, int, float]] = {}
+        self._collector: env.Collector | None = None
 
     def __enter__(self) -> profile:
-        self.card = STATE.card(self._device)
-        dev = self.card.device
-        dev.synchronize_device()
-        self._marks = (len(dev.sim.finished), len(dev.launches), dev.sim.now)
+        for i, card in STATE.cards.items():
+            dev = card.device
+            dev.synchronize_device()
+            self._marks[i] = (len(dev.sim.finished), len(dev.launches), dev.sim.now)
+        self._collector = env.start(self.output_dir)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if kind is not None or self.card is None:
-            return
-        self.paths = write_profile(self.result(), self.output_dir)
+        c = self._collector
+        assert c is not None
+        try:
+            if kind is None:
+                for i, card in sorted(STATE.cards.items()):
+                    run = self._window(i, card.device)
+                    if run is not None:
+                        c.seen.add(id(card.device.sim))
+                        c.runs.append((run, None))
+        finally:
+            self.path = env.stop(c)
 
-    def result(self) -> Result:
-        """The profiled window as a Result (stats cover its tasks)."""
-        assert self.card is not None
-        dev = self.card.device
+    def _window(self, index: int, dev: Any) -> DeviceRun | None:
+        """What ``dev`` ran since the block began, as a run with no plan behind it."""
         dev.synchronize_device()
-        done, launched, t0 = self._marks
+        done, launched, t0 = self._marks.get(index, (0, 0, 0.0))
         tasks = dev.sim.finished[done:]
-        samples = [s for s in dev.sim.samples if s[0] >= t0]
-        sim = SimpleNamespace(streams=dev.sim.streams, finished=tasks, samples=samples)
-        record = RunRecord(tasks, dev.launches[launched:], sim, cast(Any, _EagerPlan(dev.profile)))
-        return Result({}, _stats(tasks, dev.profile), record)
-
-
-def _stats(tasks: list[Any], prof: Any) -> Stats:
-    """The window's counts and makespan; eager work has no plan, so no bounds (0) and no pool."""
-    work = [t for t in tasks if t.kind in _WORK and t.start_t is not None]
-    span = max((t.end_t for t in work), default=0.0) - min((t.start_t for t in work), default=0.0)
-    kernels = [t for t in work if t.kind == "kernel"]
-    return Stats(makespan_us=span, lower_bound_us=0.0, critical_path_us=0.0, num_tasks=len(work),
-                 num_kernels=len(kernels), num_aicpu=sum(t.unit == "aicpu" for t in kernels),
-                 num_streams=len({t.stream.id for t in tasks}), num_events=sum(t.kind == "record" for t in tasks),
-                 waits_before_pruning=0, num_event_ids=0, cube_utilization=0.0, vector_utilization=0.0,
-                 hbm_utilization=0.0, peak_bytes=0, lower_bound_bytes=0, cut_bound_bytes=None, no_reuse_bytes=0,
-                 weight_bytes=0, io_bytes=0, host_time_us=0.0, compile_s=0.0)
+        if not tasks:
+            return None
+        sim = SimpleNamespace(streams=dev.sim.streams, finished=tasks,
+                              samples=[s for s in dev.sim.samples if s[0] >= t0])
+        return DeviceRun(tasks, dev.launches[launched:], sim, dev.profile, dev.id, False, "eager")
