@@ -82,16 +82,18 @@ def _fill(row: dict[str, Any], graph: Graph, job: Job) -> None:
 
 
 def batch_shapes(graph: Graph, batch: int | None) -> dict[str, tuple[int, ...]] | None:
-    """Shapes that set axis 0 of the first tensor input to ``batch`` (other dims as declared,
-    a symbolic one 1, as ``default_feeds`` makes them)."""
+    """Shapes that set axis 0 to ``batch`` in the first tensor input and every input that
+    declares the same axis 0 (the same symbol or size); other dims as declared, a symbolic
+    one 1 (as ``default_feeds`` makes them)."""
     if batch is None:
         return None
-    for name in graph.inputs:
-        t = graph.values[name].type
-        if t.kind == "tensor" and t.shape:
-            rest = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in t.shape[1:])
-            return {name: (int(batch), *rest)}
-    raise GraphExecError(f"{graph.source}: no input has an axis 0 for --batch")
+    shapes = [(n, t.shape) for n, t in ((n, graph.values[n].type) for n in graph.inputs)
+              if t.kind == "tensor" and t.shape]
+    if not shapes:
+        raise GraphExecError(f"{graph.source}: no input has an axis 0 for --batch")
+    first = shapes[0][1][0]
+    return {n: (int(batch), *(d if isinstance(d, int) and d >= 0 else 1 for d in shape[1:]))
+            for n, shape in shapes if shape[0] == first}
 
 
 def digest(outputs: dict[str, Any]) -> str:
