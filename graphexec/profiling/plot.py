@@ -17,7 +17,7 @@ def _lanes(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[int,
     return events, sorted({(e["pid"], e["tid"]) for e in events})
 
 
-def _bars(ax: Any, trace: dict[str, Any], title: str) -> None:
+def bars(ax: Any, trace: dict[str, Any], title: str) -> None:
     events, lanes = _lanes(trace)
     for e in events:
         row = lanes.index((e["pid"], e["tid"]))
@@ -46,7 +46,7 @@ def gantt(traces: Sequence[dict[str, Any]], titles: Sequence[str], path: str) ->
                              figsize=(11, 1.2 + 0.45 * sum(heights) + 0.5 * len(traces)),
                              gridspec_kw={"height_ratios": heights})
     for ax, trace, title in zip(axes[:, 0], traces, titles):
-        _bars(ax, trace, title)
+        bars(ax, trace, title)
     axes[-1, 0].set_xlabel("simulated time (us)")
     fig.legend(handles=[Patch(color=c, label=u) for u, c in COLORS.items()], loc="upper right", ncol=4, fontsize=8)
     fig.tight_layout(rect=(0, 0, 1, 0.97))

@@ -1,0 +1,131 @@
+"""What ``graphexec view`` reads: a profile on disk, turned back into one run's numbers.
+
+It accepts what graphexec writes: a ``PROF_*`` folder from the environment switch (or the
+folder holding them: the newest is taken), a ``--profile`` folder (``timeline.json`` and
+``op_summary.csv``), or a ``timeline.json`` alone. Everything the report needs comes from
+the files (the timeline's counters, its ``otherData`` with the stats and the diagnosis,
+the op table), so a report can be made where the run is gone.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphexec.errors import GraphExecError
+from graphexec.profiling.timeline import CORES_COUNTER, HBM_COUNTER, QUEUE_COUNTER
+
+
+@dataclass(frozen=True)
+class View:
+    """One run of a profile: its trace events, op rows, counters and what otherData carried."""
+
+    source: str
+    events: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    other: dict[str, Any]
+    runs: list[dict[str, Any]] = field(default_factory=list)   # every run of the profile: its otherData
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.other.get("stats") or {}
+
+    @property
+    def diagnosis(self) -> dict[str, Any] | None:
+        return self.other.get("diagnosis")
+
+    def counter(self, name: str, key: str) -> list[tuple[float, float]]:
+        """A counter track's steps, summed over the device processes shown."""
+        return [(e["ts"], float(e["args"].get(key, 0.0))) for e in self.events
+                if e.get("ph") == "C" and e.get("name") == name]
+
+    def cores(self) -> list[tuple[float, float, float]]:
+        return [(e["ts"], float(e["args"].get("cube", 0)), float(e["args"].get("vector", 0))) for e in self.events
+                if e.get("ph") == "C" and e.get("name") == CORES_COUNTER]
+
+    def queue(self) -> list[tuple[float, float]]:
+        return self.counter(QUEUE_COUNTER, "tasks")
+
+    def hbm(self) -> list[tuple[float, float]]:
+        return self.counter(HBM_COUNTER, "GB/s")
+
+
+def _files(path: Path) -> tuple[Path, Path | None]:
+    """(timeline, op summary or None) for any of the accepted inputs."""
+    if path.is_file():
+        return path, None
+    if not path.is_dir():
+        raise GraphExecError(f"{path}: no such file or folder")
+    out = path / "mindstudio_profiler_output"
+    if out.is_dir():
+        tl = sorted(out.glob("msprof_*.json"))
+        ops = sorted(out.glob("op_summary_*.csv"))
+        if not tl:
+            raise GraphExecError(f"{path}: mindstudio_profiler_output holds no msprof_*.json")
+        return tl[-1], ops[-1] if ops else None
+    if (path / "timeline.json").is_file():
+        ops_file = path / "op_summary.csv"
+        return path / "timeline.json", ops_file if ops_file.is_file() else None
+    profs = sorted((p for p in path.glob("PROF_*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    if profs:
+        return _files(profs[-1])
+    raise GraphExecError(f"{path}: not a profile (no timeline.json, no mindstudio_profiler_output, no PROF_* folder)")
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise GraphExecError(f"{path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise GraphExecError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise GraphExecError(f"{path}: not a Chrome trace (no traceEvents list)")
+    return doc
+
+
+def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The op table: the csv's rows, or the trace's kernels and copies when there is none."""
+    if path is not None:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    return [{"Op Name": e["name"], "OP Type": e.get("args", {}).get("op", e["cat"]), "Stream ID": e["tid"],
+             "Task Start Time(us)": f"{e['ts']:.3f}", "Task Duration(us)": f"{e['dur']:.3f}",
+             "Block Dim": e.get("args", {}).get("block_dim", "")}
+            for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "memcpy")]
+
+
+def _pick(doc: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+    """The run to show: the last that carries a diagnosis (or the last), and its otherData."""
+    other = doc.get("otherData") or {}
+    runs = other.get("runs")
+    if not runs:
+        return None, other
+    k = max((r["run"] for r in runs if r.get("diagnosis")), default=runs[-1]["run"])
+    return k, next(r for r in runs if r["run"] == k)
+
+
+def load(path: str | Path) -> View:
+    """The run a profile holds (the diagnosed one of several), ready to draw."""
+    timeline, ops = _files(Path(path))
+    doc = _load_json(timeline)
+    k, other = _pick(doc)
+    events = doc["traceEvents"]
+    if k is not None:   # a PROF folder: run k's processes are pids 2k (host) and 2k+1 (its device)
+        events = [e for e in events if e.get("pid") in (2 * k, 2 * k + 1)]
+    rows = _rows(ops, events)
+    if k is not None and rows and "Model Name" in rows[0]:
+        rows = _run_rows(rows, doc["otherData"]["runs"], k)
+    return View(str(timeline), events, rows, other, list((doc.get("otherData") or {}).get("runs") or []))
+
+
+def _run_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """Run ``k``'s rows of a PROF folder's op summary (its runs follow one another, Task ID from 0)."""
+    starts = [i for i, r in enumerate(rows) if r.get("Task ID") == "0"]
+    if len(starts) != len(runs):
+        return rows
+    end = starts[k + 1] if k + 1 < len(starts) else len(rows)
+    return rows[starts[k]:end]
