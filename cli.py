@@ -17,6 +17,7 @@ import numpy as np
 import graphexec as gx
 from graphexec import _cli_devices as cli_devices
 from graphexec import _cli_sweep as cli_sweep
+from graphexec import _cli_view as cli_view
 from graphexec._files import check_output, write_one
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
@@ -369,6 +370,7 @@ def parser() -> argparse.ArgumentParser:
     dev.add_argument("--json", action="store_true")
     dev.set_defaults(fn=cmd_devices)
     cli_sweep.register(sub)
+    cli_view.register(sub)
     return p
 
 
