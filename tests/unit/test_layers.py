@@ -25,7 +25,7 @@ LAYERS = [
     {"profiling"},
     {"engine"},
     {"npu"},             # eager mode: tensors launched on the runtime, Module runs engine's plans
-    {"__init__", "_cli_devices", "_cli_sweep"},
+    {"__init__", "_cli_devices", "_cli_sweep", "_cli_view"},
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
