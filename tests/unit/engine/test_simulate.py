@@ -88,8 +88,8 @@ def _if_model():
     one = numpy_helper.from_array(np.ones(4, np.float32), "one")
     then = helper.make_graph([helper.make_node("Add", ["x", "one"], ["t"])], "then", [],
                              [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])])
-    other = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Mul", ["sq", "x"], ["e"])],
-                              "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])])
+    cube = [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Mul", ["sq", "x"], ["e"])]
+    other = helper.make_graph(cube, "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])])
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
              helper.make_node("Greater", ["s", "zero"], ["c"]),
              helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]

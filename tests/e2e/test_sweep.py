@@ -1,0 +1,202 @@
+"""Sweeps (``gx.sweep``, ``graphexec sweep``): rows equal individual Session runs, the same
+on one process, a process pool and Ray; resumable after SIGINT; errors are rows.
+
+The "three light models" are the small ones of onnx's light set (SqueezeNet, ZFNet-512,
+AlexNet), all timing-only, so the grid of 36 points takes seconds."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import graphexec as gx
+from graphexec.engine.sweep_output import parse
+from graphexec.engine.sweep_point import TIMES, digest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+THREE = [LIGHT / f"light_{m}.onnx" for m in ("squeezenet", "zfnet512", "bvlc_alexnet")]
+GRID = dict(device=["ascend910", "ascend910b"], streams=[1, 2, 4], policy=["ge", "list"])
+
+
+def _same(rows):
+    """The rows less their host seconds (the one thing that differs between runs)."""
+    return [{k: v for k, v in r.items() if k not in TIMES} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def local_rows():
+    return gx.sweep(THREE, **GRID, workers=2)
+
+
+def test_rows_equal_individual_sessions(local_rows):
+    assert len(local_rows) == 3 * 2 * 3 * 2
+    assert [r["model"] for r in local_rows[:12]] == ["light_squeezenet"] * 12   # model outermost, grid order
+    graphs = {p.stem: gx.load(p) for p in THREE}
+    for r in local_rows:
+        assert r["error"] is None, r
+        result = gx.Session(graphs[r["model"]], streams=int(r["streams"]), device=r["device"],
+                            policy=r["policy"]).simulate()
+        s = result.stats
+        assert (r["makespan_us"], r["lower_bound_us"], r["num_tasks"], r["num_events"], r["peak_bytes"]) == \
+            (s.makespan_us, s.lower_bound_us, s.num_tasks, s.num_events, s.peak_bytes)
+        assert (r["cube_utilization"], r["cause"]) == (s.cube_utilization, result.diagnosis.reason)
+        base = next(b for b in local_rows if b["model"] == r["model"])
+        assert r["speedup"] == base["makespan_us"] / r["makespan_us"]
+    # and a full run (computed) of two points gives the same numbers
+    for r in (local_rows[0], local_rows[-1]):
+        g = graphs[r["model"]]
+        ran = gx.Session(g, streams=int(r["streams"]), device=r["device"], policy=r["policy"]).run(gx.default_feeds(g))
+        assert ran.stats.makespan_us == r["makespan_us"]
+
+
+def test_one_process_gives_the_pool_rows(local_rows):
+    assert _same(gx.sweep(THREE, **GRID, workers=1)) == _same(local_rows)
+
+
+def test_ray_gives_the_same_rows(local_rows):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        rows = gx.sweep(THREE, **GRID, backend="ray")
+    finally:
+        ray.shutdown()
+    assert _same(rows) == _same(local_rows)
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True,
+                          cwd=ROOT, **kw)
+
+
+def _read(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_sigint_mid_sweep_loses_no_row_and_repeats_none(tmp_path):
+    out = tmp_path / "rows.csv"
+    args = [str(LIGHT / "light_squeezenet.onnx"), str(ROOT / "models" / "inception_block.onnx"),
+            "--device", "ascend910,ascend910b,ascend310p", "--streams", "1,2,3,4", "--policy", "ge,chains,list,auto",
+            "--output", str(out), "--workers", "2"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "sweep", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 6):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    first = _read(out)
+    assert 5 <= len(first) < 96, len(first)   # interrupted mid-sweep, with finished rows kept
+    keys = [tuple(r[c] for c in ("model", "device", "streams", "policy")) for r in first]
+    assert len(set(keys)) == len(keys)
+    done = _cli("sweep", *args)
+    assert done.returncode == 0, done.stderr
+    rows = _read(out)
+    assert rows[:len(first)] == first and len(rows) == 96   # the first rows kept as written, the rest added once
+    whole = gx.sweep([LIGHT / "light_squeezenet.onnx", ROOT / "models" / "inception_block.onnx"],
+                     device=["ascend910", "ascend910b", "ascend310p"], streams=[1, 2, 3, 4],
+                     policy=["ge", "chains", "list", "auto"], workers=1)
+    assert _same([parse(r) for r in rows]) == _same(whole)
+
+
+def test_a_rerun_with_the_whole_output_runs_nothing(tmp_path):
+    out = tmp_path / "rows.csv"
+    first = gx.sweep(THREE[:1], streams=[1, 2], output=out, workers=1)
+    calls = []
+    again = gx.sweep(THREE[:1], streams=[1, 2], output=out, workers=1, progress=lambda d, n, w: calls.append((d, n)))
+    assert _same(again) == _same(first) and again == first
+    assert calls == [(2, 2)]   # both points were in the output: none ran
+
+
+def test_errors_are_rows_and_the_sweep_goes_on(tmp_path):
+    rows = gx.sweep(THREE[:1], device=["ascend910", "nosuchchip"], streams=[1, 100000], workers=1)
+    by = {(r["device"], r["streams"]): r for r in rows}
+    assert by[("ascend910", "1")]["error"] is None
+    assert "100000" in by[("ascend910", "100000")]["error"]
+    assert "nosuchchip" in by[("nosuchchip", "1")]["error"]
+    assert all("\n" not in (r["error"] or "") for r in rows)
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"not a model")
+    rows = gx.sweep([bad, THREE[0]], workers=1)
+    assert rows[0]["error"] and rows[0]["makespan_us"] is None and rows[1]["error"] is None
+
+
+def test_control_flow_model_is_computed_and_says_so(tmp_path):
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])])
+    g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                           helper.make_node("Cast", ["s"], ["c"], to=TensorProto.BOOL),
+                           helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "if",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "if.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    (row,) = gx.sweep(path, workers=1)
+    assert row["error"] is None and row["computed"].startswith("control flow (If")
+    graph = gx.load(path)
+    ran = gx.Session(graph).run(gx.default_feeds(graph))
+    assert row["makespan_us"] == ran.stats.makespan_us
+
+
+def test_cli_sweep_verify_plot_json_and_bad_options(tmp_path):
+    plot = tmp_path / "sweep.png"
+    proc = _cli("sweep", str(THREE[0]), "--streams", "1,4", "--policy", "ge,list", "--verify", "--workers", "1",
+                "--plot", str(plot))
+    assert proc.returncode == 0, proc.stderr
+    assert "4 points, 0 failed" in proc.stdout and plot.stat().st_size > 1000
+    rows = gx.sweep(THREE[0], streams=[1, 4], policy=["ge", "list"], verify=True, workers=1)
+    assert [r["verified"] for r in rows] == ["yes"] * 4 and len({r["outputs_sha256"] for r in rows}) == 1
+    bad = [("--policy", "nope"), ("--streams", "0"), ("--output", str(tmp_path / "x.txt")), ("--parallel", "diagonal")]
+    for flag, value in bad:
+        proc = _cli("sweep", str(THREE[0]), flag, value)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, (flag, proc.stderr)
+    proc = _cli("sweep", str(tmp_path / "missing.onnx"))
+    assert proc.returncode == 2 and "missing.onnx" in proc.stderr
+
+
+def test_parquet_output_resumes(tmp_path):
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "rows.parquet"
+    first = gx.sweep(THREE[:1], streams=[1, 2], output=out, workers=1)
+    more = gx.sweep(THREE[:1], streams=[1, 2, 4], output=out, workers=1)
+    assert more[:2] == first and len(more) == 3
+    import pyarrow.parquet as pq
+    assert pq.read_table(out).num_rows == 3
+
+
+def test_a_dead_worker_costs_a_retry_not_a_row(tmp_path):
+    """A kernel that kills its process the first time: the pool breaks, the point reruns."""
+    marker = tmp_path / "died"
+
+    @gx.kernel("SweepDieOnce", shape="same")
+    def die_once(x):
+        if not marker.exists():
+            marker.write_text("x")
+            os._exit(1)
+        return x + 1
+
+    g = helper.make_graph([helper.make_node("SweepDieOnce", ["x"], ["y"], domain="graphexec.custom")], "die",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "die.onnx"
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid("graphexec.custom", 1)]
+    onnx.save(helper.make_model(g, opset_imports=opsets), path)
+    rows = gx.sweep(path, streams=[1, 2], verify=True, workers=2)
+    assert marker.exists()
+    assert [r["error"] for r in rows] == [None, None] and [r["verified"] for r in rows] == ["yes", "yes"]
+    x = (np.arange(4) / 4).astype(np.float32)   # the default input (arange(n) / n)
+    assert rows[0]["outputs_sha256"] == digest({"y": x + 1})
