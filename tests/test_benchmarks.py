@@ -21,6 +21,7 @@ BENCHMARKS = {
     "task_overhead.py": ["case", "tasks"],
     "runtime_launch.py": ["case", "tasks"],
     "multi_device.py": ["model", "mode"],
+    "sweep.py": ["model", "tasks"],
 }
 
 
