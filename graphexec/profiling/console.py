@@ -1,30 +1,58 @@
-"""Terminal output: aligned plain-text tables, the run summary's profile lines, and a
-progress bar that draws on stderr only when stderr is a terminal (pipes and CI logs
-stay clean)."""
+"""Terminal output through rich: tables, the run summary's profile lines, and a progress
+bar. Colour and the bar only on a terminal; into a pipe or a CI log the same tables come
+out as plain aligned text (no escape codes) and the bar draws nothing.
+"""
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import shutil
 import sys
 import textwrap
-import time
 from typing import IO, Any, Sequence
 
-BAR = 24
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+
+PLAIN_WIDTH = 1000     # a pipe has no width: never wrap a row
+# a header rule of dashes and nothing else: what plain text tables have always looked like
+RULE = box.Box("    \n    \n    \n    \n    \n    \n    \n    \n", ascii=True)
+HEAD_RULE = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> str:
-    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
+def on_terminal(stream: IO[str] | None = None) -> bool:
+    """Whether ``stream`` (stdout by default) is a terminal that wants colour (NO_COLOR honoured)."""
+    s = stream if stream is not None else sys.stdout
+    return bool(getattr(s, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ
+
+
+def render(renderable: Any, stream: IO[str] | None = None, indent: str = "") -> str:
+    """``renderable`` as text for ``stream``: styled and fitted to the terminal's width, or plain."""
+    tty = on_terminal(stream)
+    width = shutil.get_terminal_size((100, 24)).columns - len(indent) if tty else PLAIN_WIDTH
+    buf = io.StringIO()
+    Console(file=buf, width=max(40, width), force_terminal=tty, color_system="auto" if tty else None,
+            no_color=not tty, highlight=False).print(renderable)
+    return "\n".join(indent + line.rstrip() for line in buf.getvalue().rstrip("\n").splitlines())
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "", stream: IO[str] | None = None) -> str:
+    """Columns sized to their cells (numbers right-aligned, text left), a dashed rule under
+    the header; on a terminal the header is bold and wide tables fold to fit."""
     cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(x) for x in col) for col in zip(head, *cells)]
-    numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(head))]
-
-    def line(row: Sequence[str]) -> str:
-        return indent + "  ".join(c.rjust(w) if num else c.ljust(w)
-                                  for c, w, num in zip(row, widths, numeric)).rstrip()
-
-    rule = indent + "  ".join("-" * w for w in widths)
-    return "\n".join([line(head), rule] + [line(r) for r in cells])
+    numeric = [bool(cells) and all(_is_number(r[i]) for r in cells) for i in range(len(head))]
+    t = Table(box=HEAD_RULE, show_edge=False, pad_edge=False, padding=(0, 0, 0, 1), collapse_padding=True,
+              header_style="bold" if on_terminal(stream) else "", show_lines=False)
+    for h, num in zip(head, numeric):
+        t.add_column(h, justify="right" if num else "left", no_wrap=not on_terminal(stream))
+    for r in cells:
+        t.add_row(*r)
+    return render(t, stream, indent)
 
 
 NUMBER = re.compile(r"-?[\d,]*\.?\d+(%|x)?( [A-Za-z]+)?")   # 1,234.5  12%  1.20x  0.67 MiB
@@ -35,34 +63,34 @@ def _is_number(text: str) -> bool:
 
 
 class Progress:
-    """``[#######-----] 3/8 streams=4 (2.1 s)`` rewritten in place on stderr.
+    """A rich progress bar (``3/8 streams=4``, elapsed time) on stderr, rewritten in place.
 
     Silent unless the stream is a terminal, so redirected output never carries it.
-    Use as a context manager; the line is erased when the work is done.
+    Use as a context manager; the bar is erased when the work is done.
     """
 
     def __init__(self, total: int, stream: IO[str] | None = None, enabled: bool | None = None) -> None:
         self.total = max(1, total)
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.t0 = time.perf_counter()
-        self._width = 0
+        self.enabled = on_terminal(self.stream) if enabled is None else enabled
+        self._bar: RichProgress | None = None
+        if self.enabled:
+            console = Console(file=self.stream, force_terminal=True, width=shutil.get_terminal_size((100, 24)).columns)
+            self._bar = RichProgress(BarColumn(bar_width=24), MofNCompleteColumn(), TextColumn("{task.description}"),
+                                     TimeElapsedColumn(), console=console, transient=True, auto_refresh=False)
+            self._task = self._bar.add_task("", total=self.total)
+            self._bar.start()
 
     def update(self, done: int, what: str = "") -> None:
         """Show ``done`` of ``total`` steps finished, ``what`` being worked on now."""
-        if not self.enabled:
-            return
-        fill = BAR * min(done, self.total) // self.total
-        text = f"[{'#' * fill}{'-' * (BAR - fill)}] {done}/{self.total} {what} ({time.perf_counter() - self.t0:.1f} s)"
-        self.stream.write("\r" + text.ljust(self._width))
-        self.stream.flush()
-        self._width = len(text)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=min(done, self.total), description=what)
+            self._bar.refresh()
 
     def close(self) -> None:
-        if self.enabled and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-        self._width = 0
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
     def __enter__(self) -> "Progress":
         return self
@@ -102,10 +130,25 @@ def op_type_table(stat_rows: Sequence[dict[str, Any]], limit: int = 5, indent: s
 
 
 def diagnosis_lines(diagnosis: Any, width: int = 100) -> list[str]:
-    """The verdict in plain words, and the ops that matter."""
+    """The verdict in plain words, the ops that matter, and the other causes by gain."""
     lines = textwrap.wrap(f"diagnosis: {diagnosis.message}", width, initial_indent="  ", subsequent_indent="    ")
     if diagnosis.ops:
         ops = ", ".join(f"{o['name']} ({o['op']}, {o['us']:,.1f} us)" for o in diagnosis.ops)
         lines += textwrap.wrap(f"ops that matter: {ops}", width, initial_indent="    ",
                                subsequent_indent="      ")
+    others = [f"{c.reason} {c.gain:.2f}x" for c in getattr(diagnosis, "causes", [])[1:]]
+    if others:
+        lines += textwrap.wrap("other causes (speedup if removed): " + ", ".join(others), width,
+                               initial_indent="    ", subsequent_indent="      ")
     return lines
+
+
+def profile_text(result: Any) -> str:
+    """The run summary's profile part: utilization and queues, op types, the diagnosis."""
+    from graphexec.profiling.summary import op_rows, op_statistic
+
+    lines = profile_lines(result.stats)
+    if result.run is not None:
+        lines += ["  device time by op type:", op_type_table(op_statistic(op_rows(result.run)))]
+        lines += diagnosis_lines(result.diagnosis)
+    return "\n".join(lines)

@@ -134,9 +134,31 @@ def test_table_aligns_numbers_right_and_text_left():
     from graphexec.profiling.console import table
 
     text = table(["op", "time (us)", "share"], [["Conv", "1,234.5", "60.1%"], ["Relu", "7.0", "0.3%"]])
-    lines = text.splitlines()
-    assert lines[1] == "----  ---------  -----"
+    lines = text.splitlines()   # not a terminal: plain text, no escape codes
+    assert lines[0] == "op    time (us)  share" and lines[1] == "---- ---------- ------"
     assert lines[2] == "Conv    1,234.5  60.1%" and lines[3] == "Relu        7.0   0.3%"
+    assert "\x1b" not in text
+
+
+def test_table_on_a_terminal_is_styled_and_fits_its_width(monkeypatch):
+    import io
+    import os
+
+    from graphexec.profiling.console import table
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr("shutil.get_terminal_size", lambda fallback=(0, 0): os.terminal_size((60, 24)))
+    wide = [["x" * 50, "y" * 50, "1.0"]]
+    text = table(["a", "b", "n"], wide, stream=Tty())
+    assert "\x1b[1m" in text                                   # a bold header
+    plain = [line for line in text.replace("\x1b[1m", "").replace("\x1b[0m", "").splitlines()]
+    assert max(len(line) for line in plain) <= 60              # folded to the terminal's width
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b" not in table(["a"], [["b"]], stream=Tty())
 
 
 def test_progress_draws_only_on_a_terminal():
@@ -152,4 +174,4 @@ def test_progress_draws_only_on_a_terminal():
     with Progress(2, shown, enabled=True) as bar:
         bar.update(1, "running")
     text = shown.getvalue()
-    assert "[############------------] 1/2 running" in text and text.endswith("\r")
+    assert "1/2" in text and "running" in text and "\x1b[2K" in text   # drawn, then erased in place
