@@ -160,18 +160,9 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
     print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
     print(f"  activation pool {s.peak_bytes:,} bytes (live peak {s.lower_bound_bytes:,}, "
           f"no reuse {s.no_reuse_bytes:,}); weights {s.weight_bytes:,} bytes")
-    _print_profile(result)
+    from graphexec.profiling.console import profile_text
 
-
-def _print_profile(result: gx.Result) -> None:
-    from graphexec.profiling.console import diagnosis_lines, op_type_table, profile_lines
-    from graphexec.profiling.summary import op_rows, op_statistic
-
-    print("\n".join(profile_lines(result.stats)))
-    if result.run is not None:
-        print("  device time by op type:")
-        print(op_type_table(op_statistic(op_rows(result.run))))
-        print("\n".join(diagnosis_lines(result.diagnosis)))
+    print(profile_text(result))
 
 
 def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:
