@@ -71,10 +71,10 @@ def test_hazard_checker_sees_the_same_in_a_timing_only_run():
     assert _numbers(simulated) == _numbers(ran)
 
 
-@pytest.mark.parametrize("parallel", ["data", "pipeline", "auto"])
-def test_timing_only_across_cards_equals_the_full_run(parallel):
+@pytest.mark.parametrize("parallel,batch", [("data", 2), ("pipeline", 2), ("tensor", 1), ("auto", 2)])
+def test_timing_only_across_cards_equals_the_full_run(parallel, batch):
     graph = gx.load(LIGHT[[p.stem for p in LIGHT].index("light_squeezenet")])
-    shapes = {graph.inputs[0]: (2, 3, 224, 224)}
+    shapes = {graph.inputs[0]: (batch, 3, 224, 224)}
     feeds = default_feeds(graph, shapes)
     ran = gx.Session(graph, streams=2, devices=2, parallel=parallel).run(feeds)
     simulated = gx.Session(graph, streams=2, devices=2, parallel=parallel).simulate(shapes=shapes)
