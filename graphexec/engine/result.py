@@ -98,8 +98,8 @@ class Result:
 
     @property
     def diagnosis(self) -> "Diagnosis":
-        """Why the cores are not full: "memory", "dependency", "launch" or "compute".
-        Computed on first use (it re-simulates the tasks under more streams)."""
+        """Why the run is slow: causes ranked by the measured gain of removing each
+        (``profiling/diagnosis.py``). Computed on first use (it re-simulates the tasks)."""
         if self._diagnosis is None:
             from graphexec.errors import GraphExecError
             from graphexec.profiling.diagnosis import diagnose
