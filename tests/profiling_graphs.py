@@ -80,3 +80,19 @@ def shallow_queues(depth: int = 1, base: str = "ascend910") -> "gx.DeviceProfile
     from graphexec.runtime.profiles import load_profile
 
     return load_profile(base).model_copy(update={"queue_depth": depth, "name": f"{base}-q{depth}"})
+
+
+def matmul_chains(chains: int = 16, depth: int = 4, m: int = 16, k: int = 64) -> gx.Graph:
+    """The issue's example: independent chains of small MatMuls (each far below the cores
+    and below its per-task overhead), all reading the same input."""
+    rng = np.random.default_rng(0)
+    nodes, inits, outs = [], [], []
+    for c in range(chains):
+        prev = "x"
+        for d in range(depth):
+            inits.append(numpy_helper.from_array(rng.standard_normal((k, k)).astype(np.float32) / k, f"w{c}_{d}"))
+            nodes.append(helper.make_node("MatMul", [prev, f"w{c}_{d}"], [f"c{c}_{d}"], name=f"mm{c}_{d}"))
+            prev = f"c{c}_{d}"
+        outs.append(helper.make_tensor_value_info(prev, TensorProto.FLOAT, [m, k]))
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])], outs, inits,
+                  name="matmul_chains")

@@ -169,7 +169,8 @@ def _launch(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experime
 def _dispatch(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
     return (f"dispatch-bound: {int(n['overhead_bound_kernels'])} of {int(n['kernels'])} kernels ({_op_types(rows)}) "
             f"do less work than the device's {profile.task_overhead_us:g} us per-task overhead; without that "
-            f"overhead {_took(n, 'dispatch')}. Fuse the small ops or batch them into bigger kernels.")
+            f"overhead {_took(n, 'dispatch')}, the most fusing can approach. Fuse the small ops or batch them into "
+            f"bigger kernels.")
 
 
 def _dependency(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:

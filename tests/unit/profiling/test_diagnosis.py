@@ -11,6 +11,7 @@ from profiling_graphs import (
     big_matmuls,
     elementwise_chain,
     host_paced_chain,
+    matmul_chains,
     shallow_queues,
     tiny_chain,
     wide_matmuls,
@@ -67,9 +68,11 @@ def test_a_gain_is_the_speedup_of_its_counterfactual_run_for_real():
 def test_the_issue_example_what_if_speedup_is_measured_and_named():
     """16 independent chains of small MatMuls: the multi-stream what-if is always there, and
     the causes list names it with its gain whatever comes first."""
-    _, r = _run(wide_matmuls(n=16, k=64, width=64))
+    _, r = _run(matmul_chains())
     d = r.diagnosis
     assert d.what_if_speedup is not None and d.what_if_speedup > 3 and d.what_if_streams == 8
+    _, fast = _run(matmul_chains(), streams=8)   # the what-if is what 8 streams do for real
+    assert r.stats.makespan_us / fast.stats.makespan_us == pytest.approx(d.what_if_speedup, rel=0.05)
     dep = next(c for c in d.causes if c.reason == "dependency")
     assert "--streams 8" in dep.message and f"{dep.gain:.2f}x" in dep.message
     assert [c.gain for c in d.causes if c.gain >= 1.05] == sorted((c.gain for c in d.causes if c.gain >= 1.05),
