@@ -22,6 +22,7 @@ BENCHMARKS = {
     "runtime_launch.py": ["case", "tasks"],
     "multi_device.py": ["model", "mode"],
     "sweep.py": ["model", "tasks"],
+    "eager_overhead.py": ["case", "tasks"],
 }
 
 
