@@ -10,6 +10,7 @@ through an event, so what it launches next sees the bytes.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,15 +22,15 @@ from graphexec.npu._state import STATE, Card
 from graphexec.npu._tensor import Storage, Tensor
 
 
-def empty_on(card: Card, dtype: Any, shape: tuple[int, ...]) -> Tensor:
+def empty_on(card: Card, dtype: np.dtype, shape: tuple[int, ...]) -> Tensor:
     """A new tensor on ``card`` from its allocator, for the current stream (bytes as found)."""
-    card.check()
+    if not card.alive:
+        card.check()
     dt = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    store = Storage(card, n, card.current)
+    store = Storage(card, math.prod(shape) * dt.itemsize, card.current)
     if STATE.capture is not None:
         STATE.capture.keep(store)
-    return Tensor(store.bytes.view(dt).reshape(shape), store)
+    return Tensor(np.ndarray(shape, dt, store.bytes), store)
 
 
 def span(t: Tensor, name: str = "") -> tuple[int, int, str]:

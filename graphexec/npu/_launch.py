@@ -40,33 +40,49 @@ def raise_faults(card: Card) -> None:
         raise acl_error(RT_AICORE_EXCEPTION, f"kernel {name!r} failed: {' '.join(str(exc).split())}") from exc
 
 
+class _Kernel:
+    """One launched op's math: read and compute at the task's start, store at its end.
+
+    An object with slots rather than closures: a closure per op carries a cell per free
+    variable, and these objects are made once per eager op (the garbage collector counts them).
+    """
+
+    __slots__ = ("plan", "ins", "outs", "index")
+
+    def __init__(self, plan: OpPlan, ins: list[np.ndarray], outs: list[np.ndarray], index: int) -> None:
+        self.plan, self.ins, self.outs, self.index = plan, ins, outs, index
+
+    def start(self) -> Any:
+        plan = self.plan
+        values = dict(plan.consts)
+        values.update(zip(plan.inputs, self.ins))
+        try:
+            return plan.runner(values, None)
+        except Exception as exc:   # a kernel fault: reported at the next synchronize
+            FAULTS.setdefault(self.index, []).append((plan.op, exc))
+            return None
+
+    def end(self, result: Any) -> None:
+        if result is not None:
+            for (name, _, _), view in zip(self.plan.outputs, self.outs):
+                view[...] = result[name]
+
+
 def kernel(card: Card, stream: RtStream, plan: OpPlan, ins: list[np.ndarray], outs: list[np.ndarray],
            reads: Any, writes: Any) -> None:
     """Launch ``plan``'s kernel reading ``ins`` and writing ``outs`` (views of device memory)."""
-    runner, names, consts, index = plan.runner, plan.inputs, plan.consts, card.index
-    out_names = [o[0] for o in plan.outputs]
-
-    def start() -> Any:
-        values = dict(consts)
-        values.update(zip(names, ins))
-        try:
-            return runner(values, None)
-        except Exception as exc:   # a kernel fault: reported at the next synchronize
-            FAULTS.setdefault(index, []).append((plan.op, exc))
-            return None
-
-    def end(result: Any) -> None:
-        if result is not None:
-            for name, view in zip(out_names, outs):
-                view[...] = result[name]
-
-    dev, meta = card.device, {"task": plan.info}
-
-    def launch() -> None:
+    k = _Kernel(plan, ins, outs, card.index)
+    dev = card.device
+    if STATE.capture is None:
         dev.launch(DeviceTask("kernel", stream, plan.op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                              plan.dtype, "d2d", None, start, end, meta, reads, writes))
+                              plan.dtype, "d2d", None, k.start, k.end, plan.meta, reads, writes))
+        return
 
-    submit(card, launch)
+    def launch() -> None:   # each replay launches a task of its own
+        dev.launch(DeviceTask("kernel", stream, plan.op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
+                              plan.dtype, "d2d", None, k.start, k.end, plan.meta, reads, writes))
+
+    STATE.capture.record(card, launch)
 
 
 def copy(card: Card, stream: RtStream, kind: str, nbytes: int, read: Callable[[], Any],

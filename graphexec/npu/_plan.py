@@ -9,16 +9,18 @@ pays for this once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from graphexec.errors import GraphError, GraphExecError
 from graphexec.frontend.builder import GraphBuilder
+from graphexec.npu._tensor import Tensor
 from graphexec.passes.lowering import lower
 
-_PLANS: dict[Any, "OpPlan"] = {}
+PLANS: dict[Any, "OpPlan"] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +49,12 @@ class OpPlan:
     dtype: str
     view: bool
     info: OpInfo
+    nbytes: int = 0                         # bytes of the first output
+    meta: dict[str, Any] = field(default_factory=dict)   # the device tasks' meta, shared: read only
 
 
 def signature(x: Any) -> Any:
-    """The part of an argument a plan depends on: a tensor's dtype and shape, a constant's value."""
-    dtype = getattr(x, "dtype", None)
-    if dtype is not None and hasattr(x, "_arr"):
-        return (dtype, x.shape)
+    """What a plan depends on of a non-tensor argument: a constant's value (arrays by bytes)."""
     if isinstance(x, np.ndarray):
         return ("array", x.dtype, x.shape, x.tobytes())
     return ("const", type(x), x)
@@ -63,12 +64,26 @@ def attrs_key(attrs: dict[str, Any]) -> Any:
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
 
 
+def plan_key(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> tuple[Any, ...]:
+    """The cache key of a plan: op, output count, each tensor's dtype and shape, each constant,
+    the attributes (``ops.run_op`` builds the same key inline)."""
+    key: list[Any] = [op, outputs]
+    for a in args:
+        if isinstance(a, Tensor):
+            key += (a._arr.dtype, a._arr.shape)
+        else:
+            key.append(signature(a))
+    if attrs:
+        key.append(attrs_key(attrs))
+    return tuple(key)
+
+
 def plan_for(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPlan:
     """The cached plan of ``op`` on ``args`` (tensors, Python numbers, arrays, None)."""
-    key = (op, tuple(signature(a) for a in args), attrs_key(attrs), n_out)
-    plan = _PLANS.get(key)
+    key = plan_key(op, args, attrs, n_out)
+    plan = PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _build(op, args, attrs, n_out)
+        plan = PLANS[key] = _build(op, args, attrs, n_out)
     return plan
 
 
@@ -77,7 +92,7 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
     ins: list[Any] = []
     names: list[str] = []
     for i, a in enumerate(args):
-        if a is not None and hasattr(a, "_arr"):
+        if isinstance(a, Tensor):
             ins.append(b.input(f"x{i}", a.dtype, list(a.shape)))
             names.append(f"x{i}")
         else:
@@ -102,8 +117,9 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
     if not tasks.tasks:   # a pure view (Reshape, Squeeze, ...): graph mode launches nothing either
         return OpPlan(op, tuple(names), consts, tuple(typed), None, "", 0.0, 0.0, 1, "", True, info)
     task = tasks.tasks[0]
+    _, dt, shape = typed[0]
     return OpPlan(op, tuple(names), consts, tuple(typed), runners[task.id], task.unit, task.flops, task.bytes,
-                  task.block_dim, task.dtype, False, info)
+                  task.block_dim, task.dtype, False, info, math.prod(shape) * dt.itemsize, {"task": info})
 
 
 def _one_line(e: Exception) -> str:

@@ -37,6 +37,7 @@ class Card:
     current: RtStream
     alive: bool = True
     streams: dict[int, RtStream] = field(default_factory=dict)   # runtime id -> stream
+    segments: dict[int, Any] = field(default_factory=dict)       # allocator segment base -> its bytes
 
     @property
     def name(self) -> str:
@@ -45,6 +46,12 @@ class Card:
     def check(self) -> None:
         if not self.alive:
             raise invalid_handle(f"device {self.name} was reset; its streams and tensors are gone")
+
+    def forget_segments(self) -> None:
+        """Drop the bytes of segments the allocator gave back (empty_cache), so they are freed."""
+        live = self.allocator.segments
+        for base in [b for b in self.segments if b not in live]:
+            del self.segments[base]
 
     def stream_by_id(self, stream_id: int, priority: int) -> RtStream:
         """The card's stream ``stream_id`` (0: the default one), made on first use."""

@@ -17,6 +17,9 @@ from graphexec.errors import DeviceError, GraphExecError
 from graphexec.npu._state import STATE, Card, parse_device
 from graphexec.runtime.stream import Stream as RtStream
 
+RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported (it imports this module)
+_NO_ATTRS: dict[str, Any] = {}
+
 
 class device:
     """torch.device: ``type`` ("npu" or "cpu") and ``index``; equal to its string form."""
@@ -46,8 +49,13 @@ class Storage:
     def __init__(self, card: Card, nbytes: int, stream: RtStream) -> None:
         self.card = card
         self.nbytes = nbytes
-        self.ptr = card.allocator.malloc(max(nbytes, 1), stream)
-        self.bytes = card.device.memory.bytes_at(self.ptr, nbytes)
+        self.ptr = ptr = card.allocator.malloc(nbytes or 1, stream)
+        block = card.allocator.live[ptr]
+        data = card.segments.get(block.segment)
+        if data is None:   # a segment seen for the first time: its bytes, looked up once
+            card.forget_segments()
+            data = card.segments[block.segment] = card.device.memory.segment(block.segment)[0].data
+        self.bytes = data[block.offset:block.offset + nbytes]
 
     def __del__(self) -> None:
         if self.card.alive:
@@ -201,28 +209,26 @@ class Tensor:
 
     # ---- operators (ONNX ops through the kernels, like any op) ------------------------
     def _op(self, op: str, *args: Any) -> Any:
-        from graphexec.npu.ops import run_op
+        return RUN_OP[0](op, list(args), {})
 
-        return run_op(op, list(args), {})
-
-    def __add__(self, o: Any) -> Any: return self._op("Add", self, o)
-    def __radd__(self, o: Any) -> Any: return self._op("Add", o, self)
-    def __sub__(self, o: Any) -> Any: return self._op("Sub", self, o)
-    def __rsub__(self, o: Any) -> Any: return self._op("Sub", o, self)
-    def __mul__(self, o: Any) -> Any: return self._op("Mul", self, o)
-    def __rmul__(self, o: Any) -> Any: return self._op("Mul", o, self)
-    def __truediv__(self, o: Any) -> Any: return self._op("Div", self, o)
-    def __rtruediv__(self, o: Any) -> Any: return self._op("Div", o, self)
-    def __matmul__(self, o: Any) -> Any: return self._op("MatMul", self, o)
-    def __rmatmul__(self, o: Any) -> Any: return self._op("MatMul", o, self)
-    def __pow__(self, o: Any) -> Any: return self._op("Pow", self, o)
+    def __add__(self, o: Any) -> Any: return RUN_OP[0]("Add", [self, o], _NO_ATTRS)
+    def __radd__(self, o: Any) -> Any: return RUN_OP[0]("Add", [o, self], _NO_ATTRS)
+    def __sub__(self, o: Any) -> Any: return RUN_OP[0]("Sub", [self, o], _NO_ATTRS)
+    def __rsub__(self, o: Any) -> Any: return RUN_OP[0]("Sub", [o, self], _NO_ATTRS)
+    def __mul__(self, o: Any) -> Any: return RUN_OP[0]("Mul", [self, o], _NO_ATTRS)
+    def __rmul__(self, o: Any) -> Any: return RUN_OP[0]("Mul", [o, self], _NO_ATTRS)
+    def __truediv__(self, o: Any) -> Any: return RUN_OP[0]("Div", [self, o], _NO_ATTRS)
+    def __rtruediv__(self, o: Any) -> Any: return RUN_OP[0]("Div", [o, self], _NO_ATTRS)
+    def __matmul__(self, o: Any) -> Any: return RUN_OP[0]("MatMul", [self, o], _NO_ATTRS)
+    def __rmatmul__(self, o: Any) -> Any: return RUN_OP[0]("MatMul", [o, self], _NO_ATTRS)
+    def __pow__(self, o: Any) -> Any: return RUN_OP[0]("Pow", [self, o], _NO_ATTRS)
     def __neg__(self) -> Any: return self._op("Neg", self)
     def __abs__(self) -> Any: return self._op("Abs", self)
-    def __lt__(self, o: Any) -> Any: return self._op("Less", self, o)
-    def __le__(self, o: Any) -> Any: return self._op("LessOrEqual", self, o)
-    def __gt__(self, o: Any) -> Any: return self._op("Greater", self, o)
-    def __ge__(self, o: Any) -> Any: return self._op("GreaterOrEqual", self, o)
-    def __eq__(self, o: Any) -> Any: return self._op("Equal", self, o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> Any: return RUN_OP[0]("Less", [self, o], _NO_ATTRS)
+    def __le__(self, o: Any) -> Any: return RUN_OP[0]("LessOrEqual", [self, o], _NO_ATTRS)
+    def __gt__(self, o: Any) -> Any: return RUN_OP[0]("Greater", [self, o], _NO_ATTRS)
+    def __ge__(self, o: Any) -> Any: return RUN_OP[0]("GreaterOrEqual", [self, o], _NO_ATTRS)
+    def __eq__(self, o: Any) -> Any: return RUN_OP[0]("Equal", [self, o], _NO_ATTRS)  # type: ignore[override]
 
     def __ne__(self, o: Any) -> Any:  # type: ignore[override]
         return self._op("Not", self._op("Equal", self, o))

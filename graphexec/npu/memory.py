@@ -80,6 +80,7 @@ def _fmt(name: str, v: int) -> str:
 def empty_cache() -> None:
     """Give every wholly free cached segment of the current device back to it."""
     _alloc(None).empty_cache()
+    STATE.card().forget_segments()
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:

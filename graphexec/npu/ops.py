@@ -17,11 +17,11 @@ import numpy as np
 from onnx import helper
 
 from graphexec.errors import DeviceError
-from graphexec.npu import _launch
+from graphexec.npu import _launch, _tensor
 from graphexec.npu._copy import empty_on, span
-from graphexec.npu._plan import plan_for
+from graphexec.npu._plan import PLANS, attrs_key, plan_for, signature
 from graphexec.npu._state import STATE, Card
-from graphexec.npu._tensor import Tensor
+from graphexec.npu._tensor import Storage, Tensor
 
 _SPELLED = {"matmul": "MatMul", "prelu": "PRelu", "lrn": "LRN", "topk": "TopK", "argmax": "ArgMax",
             "argmin": "ArgMin", "nonzero": "NonZero", "batch_norm": "BatchNormalization",
@@ -34,6 +34,7 @@ def run(op: str, *args: Any, outputs: int = 1, **attrs: Any) -> Any:
 
 
 def _card_of(args: list[Any], op: str) -> Card | None:
+    """The one card of the tensor arguments (None: all on the host), or a one-line error."""
     card: Card | None = None
     host = False
     for a in args:
@@ -51,7 +52,43 @@ def _card_of(args: list[Any], op: str) -> Card | None:
 
 
 def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) -> Any:
-    """Launch ``op`` on the current stream of its inputs' card (or compute it on the host)."""
+    """Launch ``op`` on the current stream of its inputs' card (or compute it on the host).
+
+    Every eager op comes through here, so the common case (tensors of one card, a plan
+    already built) takes as few calls as it can: the plan key and the card in one loop.
+    """
+    key: list[Any] = [op, outputs]
+    card = None
+    arrs = []
+    for a in args:
+        if type(a) is Tensor:
+            arr = a._arr
+            key.append(arr.dtype)
+            key.append(arr.shape)
+            arrs.append(arr)
+            store = a._store
+            if store is None or (card is not None and store.card is not card):
+                return _general(op, args, attrs, outputs)
+            card = store.card
+        else:
+            key.append(signature(a))
+    if attrs:
+        key.append(attrs_key(attrs))
+    plan = PLANS.get(tuple(key)) or plan_for(op, args, attrs, outputs)
+    if card is None or plan.view or not card.alive or STATE.capture is not None or card.device.checker is not None:
+        return _general(op, args, attrs, outputs)
+    stream = card.current
+    if len(plan.outputs) == 1:
+        _, dt, shape = plan.outputs[0]
+        store = Storage(card, plan.nbytes, stream)
+        out = np.ndarray(shape, dt, store.bytes)
+        _launch.kernel(card, stream, plan, arrs, [out], (), ())
+        return Tensor(out, store)
+    return _general(op, args, attrs, outputs)
+
+
+def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> Any:
+    """Every case: host tensors, views, captures, hazard ranges, several outputs, bad devices."""
     card = _card_of(args, op)
     plan = plan_for(op, args, attrs, outputs)
     tensors = [a for a in args if isinstance(a, Tensor)]
@@ -73,6 +110,9 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
                    [span(t, n) for t, n in zip(tensors, plan.inputs)] if checked else (),
                    [span(o, n) for o, (n, _, _) in zip(outs, plan.outputs)] if checked else ())
     return outs[0] if outputs == 1 else tuple(outs)
+
+
+_tensor.RUN_OP.append(run_op)
 
 
 def _view(card: Card, t: Tensor, shape: tuple[int, ...]) -> Tensor:

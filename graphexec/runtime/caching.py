@@ -19,8 +19,10 @@ split, and only ``record_stream`` marks another stream's use.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from graphexec.errors import OutOfMemoryError
 from graphexec.runtime.codes import invalid_handle, invalid_param
@@ -34,6 +36,14 @@ MIN_LARGE_ALLOC = 10 * MiB     # torch kMinLargeAlloc: below it, large requests 
 LARGE_SEGMENT = 20 * MiB       # torch kLargeBuffer
 STAT_NAMES = ("allocation", "segment", "active", "allocated_bytes", "reserved_bytes", "active_bytes",
               "requested_bytes")
+_STAT = {name: i for i, name in enumerate(STAT_NAMES)}
+MALLOC, FREE, RELEASE, SEGMENT, UNSEGMENT = range(5)
+# per event kind: its delta of each stat, by (count, size, requested size); rows in STAT_NAMES order
+_EFFECT = np.array([[[1, 0, 0], [0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 1, 0], [0, 0, 1]],
+                    [[-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0], [0, 0, 0], [0, 0, -1]],
+                    [[0, 0, 0], [0, 0, 0], [-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0]],
+                    [[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 0]],
+                    [[0, 0, 0], [-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0], [0, 0, 0]]], np.int64)
 
 
 def request_size(size: int) -> int:
@@ -84,6 +94,50 @@ CANN = Rules()
 TORCH = Rules(torch=True)
 
 
+class Counters:
+    """PyTorch's four numbers (current, peak, allocated, freed) of each stat per pool. Events
+    are logged as they happen (a tuple append: the allocator sits on every op's path) and
+    folded in order, peaks included, when the numbers are read or the log grows long."""
+
+    POOLS = ("all", "small_pool", "large_pool")
+
+    def __init__(self) -> None:
+        self.log: list[tuple[bool, int, int, int]] = []
+        self.values = {p: np.zeros((4, len(STAT_NAMES)), np.int64) for p in self.POOLS}
+
+    def get(self, name: str, pool: str = "all") -> tuple[int, int, int, int]:
+        self.fold()
+        col = self.values[pool][:, _STAT[name]]
+        return int(col[0]), int(col[1]), int(col[2]), int(col[3])
+
+    def reset_peaks(self) -> None:
+        self.fold()
+        for v in self.values.values():
+            v[1] = v[0]
+
+    def fold(self) -> None:
+        if not self.log:
+            return
+        ev = np.array(self.log, dtype=np.int64).reshape(-1, 4)
+        self.log = []
+        amounts = np.stack([np.ones(len(ev), np.int64), ev[:, 2], ev[:, 3]], 1)
+        deltas = np.einsum("nsk,nk->ns", _EFFECT[ev[:, 1]], amounts)
+        small = ev[:, 0] == 1
+        for pool, rows in (("all", deltas), ("small_pool", deltas[small]), ("large_pool", deltas[~small])):
+            if len(rows):
+                v = self.values[pool]
+                run = v[0] + np.cumsum(rows, axis=0)
+                v[1] = np.maximum(v[1], run.max(axis=0))
+                v[0] = run[-1]
+                v[2] += np.clip(rows, 0, None).sum(axis=0)
+                v[3] += np.clip(-rows, 0, None).sum(axis=0)
+
+    def append(self, event: tuple[bool, int, int, int]) -> None:
+        self.log.append(event)
+        if len(self.log) >= 1 << 16:   # bounded: a program that never asks still folds now and then
+            self.fold()
+
+
 @dataclass(eq=False, slots=True)
 class Block:
     segment: int
@@ -119,8 +173,9 @@ class CachingAllocator:
         self.segments: dict[int, list[Block]] = {}   # base -> blocks by offset
         self.live: dict[int, Block] = {}             # ptr -> allocated block
         self.pending: list[Block] = []
+        self.idle: set[Block] = set()                # free blocks with no event pending: best fit's choice
         self._hits = self._misses = 0
-        self.counters: dict[str, list[int]] = {}     # "stat.pool" -> [current, peak, allocated, freed]
+        self.counters = Counters()
         self.retries = self.ooms = 0
 
     def malloc(self, size: int, stream: Any) -> int:
@@ -138,13 +193,14 @@ class CachingAllocator:
         else:
             self._hits += 1
         self._split(block, need)
+        self.idle.discard(block)
         block.free = False
         block.used_by = {stream}
         block.requested = size
-        self.live[block.ptr] = block
-        self._count(block, "allocation", 1, "allocated_bytes", block.size, "requested_bytes", size)
-        self._count(block, "active", 1, "active_bytes", block.size)
-        return block.ptr
+        ptr = block.segment + block.offset
+        self.live[ptr] = block
+        self.counters.append((block.small, MALLOC, block.size, size))
+        return ptr
 
     def note_use(self, ptr: int, stream: Any) -> None:
         """A task on ``stream`` touches ``ptr``: remember it (record_stream)."""
@@ -157,8 +213,9 @@ class CachingAllocator:
         block = self.live.pop(ptr, None)
         if block is None:
             raise invalid_handle(f"free of {ptr:#x}, which the caching allocator did not hand out or freed twice")
-        self._count(block, "allocation", -1, "allocated_bytes", -block.size, "requested_bytes", -block.requested)
-        others = [s for s in block.used_by if s is not block.stream and not s.destroyed]
+        self.counters.append((block.small, FREE, block.size, block.requested))
+        others = [s for s in block.used_by if s is not block.stream and not s.destroyed] \
+            if len(block.used_by) > 1 else ()
         for s in sorted(others, key=lambda s: s.id):
             ev = self.dev.create_event()
             self.dev.record_event(ev, s)
@@ -173,7 +230,8 @@ class CachingAllocator:
         self._collect()
         for base, blocks in list(self.segments.items()):
             if len(blocks) == 1 and blocks[0].free and not blocks[0].events:
-                self._count(blocks[0], "segment", -1, "reserved_bytes", -blocks[0].size)
+                self.counters.append((blocks[0].small, UNSEGMENT, blocks[0].size, 0))
+                self.idle.discard(blocks[0])
                 self.dev.memory.free(base)
                 del self.segments[base]
 
@@ -187,25 +245,12 @@ class CachingAllocator:
 
     def counter(self, name: str, pool: str = "all") -> tuple[int, int, int, int]:
         """(current, peak, allocated, freed) of one of STAT_NAMES, as PyTorch counts them."""
-        return tuple(self.counters.get(f"{name}.{pool}", (0, 0, 0, 0)))  # type: ignore[return-value]
+        return self.counters.get(name, pool)
 
     def reset_peaks(self) -> None:
-        for c in self.counters.values():
-            c[1] = c[0]
+        self.counters.reset_peaks()
 
     # ---- internals ---------------------------------------------------------------
-    def _count(self, block: Block, *pairs: Any) -> None:
-        pool = "small_pool" if block.small else "large_pool"
-        for i in range(0, len(pairs), 2):
-            name, delta = pairs[i], pairs[i + 1]
-            for key in (f"{name}.all", f"{name}.{pool}"):
-                c = self.counters.get(key)
-                if c is None:
-                    c = self.counters[key] = [0, 0, 0, 0]
-                c[0] += delta
-                c[1] = max(c[1], c[0])
-                c[2 if delta > 0 else 3] += abs(delta)
-
     def _collect(self) -> None:
         """Blocks whose events all completed become free for their stream again."""
         still = []
@@ -221,10 +266,9 @@ class CachingAllocator:
 
     def _best_fit(self, need: int, stream: Any, small: bool) -> Block | None:
         separate, rules = self.rules.torch, self.rules
-        fits = [b for bs in self.segments.values() for b in bs
-                if b.free and not b.events and b.stream is stream and b.size >= need
+        fits = [(b.size, b.segment, b.offset, b) for b in self.idle if b.stream is stream and b.size >= need
                 and (not separate or (b.small == small and rules.fits(b, need)))]
-        return min(fits, key=lambda b: (b.size, b.segment, b.offset), default=None)
+        return min(fits)[3] if fits else None   # (segment, offset) is unique: blocks are never compared
 
     def _new_segment(self, need: int, stream: Any, small: bool) -> Block:
         size = self.rules.segment_size(need)
@@ -240,7 +284,7 @@ class CachingAllocator:
                 raise
         block = Block(base, 0, size, stream, small=small or not self.rules.torch)
         self.segments[base] = [block]
-        self._count(block, "segment", 1, "reserved_bytes", size)
+        self.counters.append((block.small, SEGMENT, size, 0))
         return block
 
     def _split(self, block: Block, need: int) -> None:
@@ -248,12 +292,13 @@ class CachingAllocator:
         if not self.rules.can_split(rest, block.small, block.size):
             return
         blocks = self.segments[block.segment]
-        tail = replace(block, offset=block.offset + need, size=rest, used_by=set(), events=[])
+        tail = Block(block.segment, block.offset + need, rest, block.stream, small=block.small)
         blocks.insert(blocks.index(block) + 1, tail)
+        self.idle.add(tail)
         block.size = need
 
     def _release(self, block: Block) -> None:
-        self._count(block, "active", -1, "active_bytes", -block.size)
+        self.counters.append((block.small, RELEASE, block.size, 0))
         block.free = True
         block.used_by = set()
         blocks = self.segments[block.segment]
@@ -265,8 +310,10 @@ class CachingAllocator:
                     first, second = (block, other) if j > i else (other, block)
                     first.size += second.size
                     blocks.remove(second)
+                    self.idle.discard(second)
                     block = first
                     i = blocks.index(block)
+        self.idle.add(block)
 
     def _block_at(self, ptr: int) -> Block | None:
         bases = sorted(self.segments)
