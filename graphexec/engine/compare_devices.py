@@ -1,11 +1,10 @@
 """Side-by-side runs of one graph on 1, 2, 4, ... cards (``gx.compare(devices=...)``).
 
-The one-card row is a plain single-device session (today's behaviour) of the graph as
-the multi-device rows see it: freed of a declared fixed batch (``passes/free_batch.py``)
-when the feeds' batch differs from it. Speedups are against the first row. A
-multi-device row's time includes its host-to-device and device-to-host copies (tasks on
-each card's copy stream); the one-card row copies on the host before and after its run,
-outside its makespan.
+The one-card row runs the graph on one card of the system through the same launches as
+the multi-card rows (``parallel.one_card``): every row's time includes its host-to-device
+and device-to-host copies (tasks on each card's copy stream), so the speedups (against
+the first row) compare like with like. A declared fixed batch is freed when the feeds'
+batch differs from it (``passes/free_batch.py``), as on many cards.
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
+
 from graphexec.engine.compare import Comparison, run_rows
-from graphexec.engine.feeds import check_feeds
+from graphexec.engine.parallel import one_card
 from graphexec.engine.session import Session
-from graphexec.errors import FeedError
 from graphexec.ir import Graph
-from graphexec.passes.free_batch import free_batch
 from graphexec.profiling.console import table
 from graphexec.runtime.systems import load_system
 
@@ -41,6 +40,16 @@ class DeviceRow:
 class DeviceComparison(Comparison):
     rows: list[DeviceRow]   # type: ignore[assignment]
 
+    @property
+    def verdict(self) -> str:
+        if not self.computed or self.identical or not any(r.parallel == "tensor" for r in self.rows):
+            return super().verdict
+        first = self.results[0].outputs
+        close = all(np.allclose(r.outputs[k], v, rtol=1e-4, atol=1e-5) for r in self.results[1:]
+                    for k, v in first.items())
+        return ("outputs allclose across all rows (tensor parallelism sums in another order)" if close
+                else "OUTPUTS DIFFER between rows")
+
     def table(self) -> str:
         head = ["devices", "parallel", "time (us)", "speedup", "comm (us)", "comm hidden", "cube util", "vector util",
                 "peak memory/card", "weights/card"]
@@ -48,17 +57,6 @@ class DeviceComparison(Comparison):
                  f"{100 * r.comm_hidden:.1f}%", f"{100 * r.cube_util:.1f}%", f"{100 * r.vector_util:.1f}%",
                  f"{r.peak_bytes / 2**20:,.2f} MiB", f"{r.weight_bytes / 2**20:,.2f} MiB"] for r in self.rows]
         return "\n".join([table(head, body), self.verdict])
-
-
-def _one_card_graph(graph: Graph, feeds: Mapping[str, Any]) -> Graph:
-    try:
-        check_feeds(graph, feeds)
-        return graph
-    except FeedError:
-        freed = free_batch(graph)
-        if freed is graph:
-            raise
-        return freed
 
 
 def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, Any], parallel: str = "data",
@@ -71,8 +69,9 @@ def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, An
 
     def make(n: int) -> Session:
         if n == 1:
-            return Session(_one_card_graph(graph, feeds), streams=streams, device=one, launch=launch,
-                           threads=threads, compute=compute)
+            session = Session(graph, streams=streams, device=one, launch=launch, threads=threads, compute=compute)
+            session.multi = one_card(session.graph, session.options, session.profile, system, one is not None)
+            return session
         return Session(graph, streams=streams, device=device, launch=launch, threads=threads, devices=n,
                        parallel=parallel, microbatches=microbatches, system=system, compute=compute)
 

@@ -179,6 +179,14 @@ def start(spread: Spread, graph: Graph, options: CompileOptions) -> Mode:
     return mode_class(spread.parallel)(Cluster(graph, options, spread))
 
 
+def one_card(graph: Graph, options: CompileOptions, profile: DeviceProfile, system: Any, device_given: bool
+             ) -> Mode:
+    """A "data" run on one card of the system, through the launches the multi-card modes
+    make (inputs copied in and outputs out on the card's copy stream, inside its
+    makespan): the baseline a comparison by cards measures them against, like with like."""
+    return start(Spread(_system_for(system, profile, device_given), 1, "data", 1), graph, options)
+
+
 def split_batch(feeds: Mapping[str, Any], parts: int, what: str) -> tuple[list[str], list[dict[str, Any]]]:
     """The inputs that carry the batch and ``parts`` equal shares of the feeds.
 

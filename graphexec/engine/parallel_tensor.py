@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
+from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
 from graphexec.engine.feeds import check_feeds, default_feeds, signature
 from graphexec.engine.multi import Bound, Card, CardsRun
 from graphexec.engine.multi_stats import MultiResult, multi_stats
@@ -31,8 +31,12 @@ from graphexec.engine.parallel_base import SimulatedMode
 from graphexec.engine.result import make_stats
 from graphexec.hccl import _algo
 from graphexec.hccl._comm import Op, Part
+from graphexec.ir import Graph
+from graphexec.passes.base import CompileState
+from graphexec.passes.makespan_bounds import fastest_us
 from graphexec.passes.shape_inference import fold_constants, infer_types
-from graphexec.passes.tensor_split import Collective, Segment, segments, split_graph
+from graphexec.passes.tensor_split import Collective, Segment, Worth, segments, split_graph
+from graphexec.plan.tasks import TaskKind
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.sim import DeviceTask
 from graphexec.runtime.stream import Event, Stream
@@ -79,7 +83,7 @@ class TensorParallel(SimulatedMode):
             step = fold_constants(typed) if cl.options.fold else False
             if not (infer_types(typed) or step):
                 break
-        split = split_graph(typed, n)
+        split = split_graph(typed, n, _worth(cl, typed, types))
         cards: list[list[Compiled]] = []
         segs0: list[Segment] = []
         total = 0.0
@@ -148,6 +152,34 @@ class TensorParallel(SimulatedMode):
                               {o: feeds[o] if o in feeds else self.cluster.graph.values[o].const})
         return MultiResult(values, stats, RunRecord.of(run.cards[0].device, p.cards[0][0]), cards=run.snapshots(),
                            card_stats=each)
+
+
+def _worth(cl: Cluster, typed: Graph, types: dict[str, Any]) -> Worth:
+    """The cost check of a split: the compute it saves (each node's tasks at their fastest
+    in a one-device plan of the typed graph, against the same tasks with 1/n of the work:
+    the fixed per-task time stays) must outweigh its collective (on idle links; an
+    all-gather's Transpose back included)."""
+    opts = replace(cl.options, input_types=types)
+    with gc_paused():   # a plan for its costs only: nothing allocated on a card
+        state = default_passes(opts).run(CompileState(clone_graph(typed), opts, cl.profile))
+    system, n = cl.spread.system, cl.devices
+    devices, profile = tuple(range(n)), system.device_profile
+    saves: dict[str, float] = {}
+    for t in state.need_tasks().tasks:
+        if t.node is not None and t.kind is TaskKind.KERNEL:
+            part = replace(t, flops=t.flops / n, bytes=t.bytes / n)
+            saves[t.node.name] = saves.get(t.node.name, 0.0) + fastest_us(t, profile) - fastest_us(part, profile)
+
+    def worth(names: list[str], kind: str, nbytes: int) -> str:
+        saved = sum(saves.get(x, 0.0) for x in names)
+        gamma = _algo.reduce_us_per_byte(profile, np.dtype(np.float32))
+        plan = _algo.plan(kind, _algo.choose(system, devices), n, float(nbytes), gamma,
+                          1.0 / profile.copy_bytes_per_us("d2d"))
+        comm = _algo.estimate_us(system, devices, plan)
+        if kind == "all_gather":
+            comm += 2.0 * nbytes / profile.hbm_bytes_per_us
+        return "" if comm < saved else f"it would save {saved:.1f} us of compute for {comm:.1f} us of {kind}"
+    return worth
 
 
 def _stream(card: Card) -> Stream:

@@ -110,6 +110,20 @@ def plan(kind: str, algorithm: str, p: int, n: float, gamma: float, copy_us_per_
     return Plan("mesh", tuple(steps))
 
 
+def estimate_us(system: SystemProfile, devices: tuple[int, ...], plan: Plan) -> float:
+    """The plan's time on idle links, as ``run`` would take it: step after step, each the
+    longer of its reduce work and its slowest link (flows on one link share it)."""
+    total = 0.0
+    for s in plan.steps:
+        per_link: dict[Any, tuple[float, float]] = {}
+        for a, b, nbytes in s.flows:
+            link = system.link(devices[a], devices[b])
+            lat, sent = per_link.get(link.resource, (link.latency_us, 0.0))
+            per_link[link.resource] = (lat, sent + nbytes / (link.bandwidth_gbps * 1e3))
+        total += max([s.busy_us, *(lat + t for lat, t in per_link.values())])
+    return total
+
+
 def link_kinds(system: SystemProfile, devices: tuple[int, ...], plan: Plan) -> str:
     """The kinds of link a plan's flows cross, "+"-joined ("HCCS", "HCCS+PCIe"); "" on chip."""
     kinds = {system.link(devices[a], devices[b]).kind for s in plan.steps for a, b, _ in s.flows}

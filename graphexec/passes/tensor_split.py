@@ -1,20 +1,19 @@
 """Megatron-style tensor splits of a typed graph over ``n`` cards, and its segments.
 
-:func:`split_graph` finds, in a graph whose value types are known, each MatMul/Gemm with
-a constant 2-D weight whose output reaches another MatMul/Gemm with a constant weight
-only through elementwise ops (Relu, Gelu, bias Adds, ...): the first becomes
-column-parallel (card r holds the weight's columns ``r*H/n:(r+1)*H/n`` and the matching
-shard of every bias on the way), the second row-parallel (rows of the same shard), and
-its output a partial sum that one all-reduce (sum) over the cards completes; a Gemm's
-bias is added once, after the all-reduce. A Conv (group 1) with constant weights splits
-by output channels: card r computes channel block r, an all-gather stacks the blocks
-([n, B, C/n, ...]) and a Transpose + Reshape puts them back as [B, C, ...] (their ranks
-are the collective's result, so every card has the whole output after it).
-Everything else is replicated: every card
-computes it identically. A candidate the shapes do not allow (columns or channels that
-``n`` does not divide, no partner, a reader of the split columns that is not elementwise,
-a grouped Conv, shapes unknown before the run) stays
-replicated and the report says why.
+:func:`split_graph` finds the regions of ``passes/tensor_regions.py``: column-parallel
+MatMul/Gemm (card r holds the weight's columns ``r*H/n:(r+1)*H/n``), then what lies
+between (each card computes its block of every value: a bias shard, an activation, whole
+attention heads), then a row-parallel MatMul/Gemm (rows of the same block) whose partial
+sum one all-reduce (sum) over the cards completes; a Gemm's bias is added once, after the
+all-reduce. A Conv (group 1) with constant weights splits by output channels: card r
+computes channel block r, an all-gather stacks the blocks ([n, B, C/n, ...]) and a
+Transpose + Reshape puts them back as [B, C, ...] (their ranks are the collective's
+result, so every card has the whole output after it). Everything else is replicated:
+every card computes it identically. A candidate the shapes do not allow (columns, heads
+or channels that ``n`` does not divide, no partner, a reader of the split values outside
+the region, a grouped Conv, shapes unknown before the run), or one whose collective
+would cost more than the compute it spreads (``worth``), stays replicated and the report
+says why.
 
 :func:`segments` cuts a card's graph at the collectives: segment k holds what collective
 k's input needs that no earlier segment computes, the last one the rest; each segment is
@@ -25,15 +24,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import numpy as np
 
 from graphexec.ir import Graph, Node, TensorType
+from graphexec.passes.tensor_regions import Region, columns, find_region, input_axes, matmul_weight
+from graphexec.passes.tensor_regions import shape as value_shape
 
-ELEMENTWISE = {"Relu", "Gelu", "Sigmoid", "Tanh", "Erf", "Identity", "LeakyRelu", "Elu", "Selu", "Softplus",
-               "Neg", "Abs", "Exp", "HardSigmoid", "HardSwish", "Dropout", "Add", "Mul", "Sub", "Div", "Pow",
-               "Max", "Min"}
+Worth = Callable[[list[str], str, int], str]   # (nodes, collective kind, bytes) -> why not ("" if worth it)
 
 
 @dataclass(frozen=True)
@@ -55,66 +54,10 @@ class Split:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def _matmul_weight(g: Graph, node: Node) -> tuple[np.ndarray, bool] | str:
-    """(weight, transposed) of a MatMul/Gemm with a constant 2-D weight, or why not."""
-    if node.op not in ("MatMul", "Gemm") or len(node.inputs) < 2:
-        return "not a MatMul/Gemm"
-    w = g.values[node.inputs[1]].const
-    if w is None or w.ndim != 2:
-        return "its weight is not a constant 2-D tensor"
-    trans = False
-    if node.op == "Gemm":
-        a = node.attrs
-        if float(a.get("alpha", 1.0)) != 1.0 or float(a.get("beta", 1.0)) != 1.0 or int(a.get("transA", 0)):
-            return "Gemm with alpha, beta or transA other than the defaults"
-        trans = bool(int(a.get("transB", 0)))
-    return w, trans
-
-
 def _weight(g: Graph, node: Node) -> tuple[np.ndarray, bool]:
-    w = _matmul_weight(g, node)
+    w = matmul_weight(g, node)
     assert not isinstance(w, str), w
     return w
-
-
-def _bias_ok(c: np.ndarray, h: int) -> bool:
-    return c.size == 1 or (c.shape[-1] == h and c.size == h)
-
-
-def _region(g: Graph, a: Node, order: dict[str, int], h: int, used: set[str]) -> tuple[list[Node], Node] | str:
-    """The elementwise nodes from ``a``'s output to its row-parallel partner, or why not."""
-    region = {a.outputs[0]}
-    nodes: list[Node] = []
-    partner: Node | None = None
-    for node in g.nodes[order[a.name] + 1:]:
-        ins = [i for i in node.inputs if i in region]
-        if not ins:
-            continue
-        w = _matmul_weight(g, node)
-        if (partner is None and not isinstance(w, str) and node.inputs[0] in region and node.inputs[1] not in region
-                and node.name not in used and (w[0].shape[1] if w[1] else w[0].shape[0]) == h):
-            partner = node
-            continue
-        if node.op not in ELEMENTWISE:
-            return f"{node.name} ({node.op}) reads the split columns"
-        for i in node.inputs:
-            if i in region or not i:
-                continue
-            c = g.values[i].const
-            if c is None or not _bias_ok(c, h):
-                return f"{node.name} ({node.op}) mixes the split columns with {i!r}"
-        nodes.append(node)
-        region.update(o for o in node.outputs if o)
-    if partner is None:
-        return "no MatMul/Gemm with a constant weight reads its output through elementwise ops"
-    read = {i for node in nodes for i in node.inputs} | {partner.inputs[0], a.outputs[0], partner.outputs[0]}
-    for v in (region | {partner.outputs[0]}) & read:   # an unread output (a Dropout's mask) may stay untyped
-        t = g.values[v].type
-        if not t.is_static or not t.shape or t.shape[-1] != (h if v in region else t.shape[-1]):
-            return f"{v!r} has shape {t}, not [..., {h}] known before the run"
-    if region & set(g.outputs):
-        return "a value between the pair is a graph output"
-    return nodes, partner
 
 
 def _conv_ok(g: Graph, node: Node, n: int) -> str:
@@ -139,57 +82,100 @@ def _shard(arr: np.ndarray, axis: int, r: int, n: int) -> np.ndarray:
     return np.ascontiguousarray(np.take(arr, range(r * step, (r + 1) * step), axis=axis))
 
 
-def split_graph(g: Graph, n: int) -> Split:
+def _forward_reason(g: Graph, node: Node, n: int, readers: dict[str, list[Node]]) -> str:
+    """Why nothing takes a column-parallel candidate's split output to a partner."""
+    axes = {node.outputs[0]: len(value_shape(g, node.outputs[0]) or (0,)) - 1}
+    todo = [node.outputs[0]]
+    while todo:
+        v = todo.pop(0)
+        if v in g.outputs:
+            return f"{v!r} is a graph output before any row-parallel MatMul/Gemm"
+        for c in readers.get(v, []):
+            if not isinstance(matmul_weight(g, c), str) and c.inputs[0] == v:
+                return f"its partner {c.name} cannot take the split"
+            out = value_shape(g, c.outputs[0])
+            fwd = next((ax for ax in range(len(out or ())) if not isinstance(req := input_axes(g, c, ax), str)
+                        and any(i == v and a == axes[v] for i, a in zip(c.inputs, req))), None)
+            if fwd is None:
+                return f"{c.name} ({c.op}) reads the split columns"
+            if c.outputs[0] not in axes:
+                axes[c.outputs[0]] = fwd
+                todo.append(c.outputs[0])
+    return "no MatMul/Gemm with a constant weight reads its output"
+
+
+def split_graph(g: Graph, n: int, worth: Worth | None = None) -> Split:
     """The per-card graphs of typed graph ``g`` over ``n`` cards (see the module doc)."""
-    order = {node.name: i for i, node in enumerate(g.nodes)}
-    used: set[str] = set()
-    pairs: list[tuple[Node, list[Node], Node, int]] = []
-    split, replicated = [], []
-    convs: list[Node] = []
+    producers = {o: node for node in g.nodes for o in node.outputs if o}
+    readers: dict[str, list[Node]] = {}
     for node in g.nodes:
-        if node.op not in ("MatMul", "Gemm", "Conv") or node.name in used:
+        for i in dict.fromkeys(node.all_inputs):
+            readers.setdefault(i, []).append(node)
+    taken: set[str] = set()
+    regions: list[Region] = []
+    seen_by: dict[str, str] = {}   # candidate -> why the region that reached it failed
+    for end in g.nodes:
+        if end.name in taken or isinstance(matmul_weight(g, end), str):
             continue
-        if node.op == "Conv":
-            why = _conv_ok(g, node, n)
-            if why:
-                replicated.append({"node": node.name, "op": node.op, "reason": why})
-            else:
-                convs.append(node)
-                chans = int(cast(np.ndarray, g.values[node.inputs[1]].const).shape[0])
-                split.append({"nodes": [node.name], "kind": "output channels", "collective": "all_gather",
-                              "value": node.outputs[0], "channels": chans})
+        region, why, seeds = find_region(g, end, n, producers, readers, taken)
+        if region is not None and worth is not None:
+            why = worth([x.name for x in (*region.seeds, *region.nodes, region.end)], "all_reduce",
+                        g.values[end.outputs[0]].type.nbytes)
+        if region is None or why:
+            seen_by.update((s.name, f"with {end.name}: {why}") for s in seeds if s.name not in seen_by)
             continue
-        w = _matmul_weight(g, node)
-        if isinstance(w, str):
-            replicated.append({"node": node.name, "op": node.op, "reason": w})
+        regions.append(region)
+        taken.update(x.name for x in (*region.seeds, *region.nodes, region.end))
+    split, replicated, convs = [], [], []
+    for node in g.nodes:
+        if node.name in taken or node.op not in ("MatMul", "Gemm", "Conv"):
             continue
-        h = w[0].shape[0] if w[1] else w[0].shape[1]
-        if h % n:
-            replicated.append({"node": node.name, "op": node.op,
-                               "reason": f"its {h} output columns do not split over {n} cards"})
-            continue
-        found = _region(g, node, order, h, used)
-        if isinstance(found, str):
-            replicated.append({"node": node.name, "op": node.op, "reason": found})
-            continue
-        region, partner = found
-        used.update((node.name, partner.name))
-        pairs.append((node, region, partner, h))
-        split.append({"nodes": [node.name, partner.name], "kind": "column+row parallel",
-                      "collective": "all_reduce", "value": partner.outputs[0], "columns": h})
-    report = {"split": split, "replicated": replicated,
-              "replicated_nodes": len(g.nodes) - len(convs) - sum(2 + len(p[1]) for p in pairs)}
+        why = _replicated_reason(g, node, n, seen_by, readers)
+        if node.op == "Conv" and not why and worth is not None:
+            why = worth([node.name], "all_gather", g.values[node.outputs[0]].type.nbytes)
+        if why:
+            replicated.append({"node": node.name, "op": node.op, "reason": why})
+        else:
+            convs.append(node)
+            split.append({"nodes": [node.name], "kind": "output channels", "collective": "all_gather",
+                          "value": node.outputs[0],
+                          "channels": int(cast(np.ndarray, g.values[node.inputs[1]].const).shape[0])})
+    split[:0] = [_entry(g, reg) for reg in regions]
+    report = {"split": split, "replicated": replicated, "replicated_nodes": len(g.nodes) - len(convs) - len(taken)}
     cards: list[Graph] = []
     colls: list[Collective] = []
     for r in range(n):
-        card, colls = _rewrite(g, pairs, convs, r, n)
+        card, colls = _rewrite(g, regions, convs, r, n)
         cards.append(card)
     return Split(cards, colls, report)
 
 
-def _rewrite(g: Graph, pairs: list[tuple[Node, list[Node], Node, int]], convs: list[Node], r: int, n: int
-             ) -> tuple[Graph, list[Collective]]:
-    """Card ``r``'s graph: sharded weights, partial sums, nodes after the all-reduces."""
+def _replicated_reason(g: Graph, node: Node, n: int, seen_by: dict[str, str], readers: dict[str, list[Node]]
+                       ) -> str:
+    """Why a MatMul/Gemm stays replicated, or why a Conv must ("" if it splits)."""
+    if node.op == "Conv":
+        return _conv_ok(g, node, n)
+    w = matmul_weight(g, node)
+    if isinstance(w, str):
+        return w
+    if columns(w) % n:
+        return f"its {columns(w)} output columns do not split over {n} cards"
+    return seen_by.get(node.name) or _forward_reason(g, node, n, readers)
+
+
+def _entry(g: Graph, reg: Region) -> dict[str, Any]:
+    x = reg.end.inputs[0]
+    entry: dict[str, Any] = {"nodes": [s.name for s in reg.seeds] + [reg.end.name],
+                             "kind": "attention heads" if reg.heads else "column+row parallel",
+                             "collective": "all_reduce", "value": reg.end.outputs[0],
+                             "columns": int(cast(tuple, g.values[x].type.shape)[-1])}
+    if reg.heads:
+        entry["heads"] = reg.heads
+    return entry
+
+
+def _rewrite(g: Graph, regions: list[Region], convs: list[Node], r: int, n: int) -> tuple[Graph, list[Collective]]:
+    """Card ``r``'s graph: sharded weights, block-sized values, partial sums and collectives."""
     out = copy.copy(g)
     out.values = {k: copy.copy(v) for k, v in g.values.items()}
     out.meta = dict(g.meta)
@@ -197,78 +183,98 @@ def _rewrite(g: Graph, pairs: list[tuple[Node, list[Node], Node, int]], convs: l
     extra: dict[str, list[Node]] = {}
     colls: list[Collective] = []
 
-    def const(node: Node, k: int, arr: np.ndarray) -> None:
-        name = f"{node.inputs[k]}__tp{r}of{n}"
+    def const(node: Node, k: int, arr: np.ndarray, name: str | None = None) -> None:
+        name = name or f"{node.inputs[k]}__tp{r}of{n}"
         if name not in out.values:
             v = out.value(name)
             v.const, v.type = arr, TensorType(arr.dtype, tuple(arr.shape))
         node.inputs = list(node.inputs)
         node.inputs[k] = name
 
-    for a, region, b, _h in pairs:
-        na, nb = nodes[a.name], nodes[b.name]
-        wa, ta = _weight(g, a)
-        const(na, 1, _shard(wa, 0 if ta else 1, r, n))
-        if a.op == "Gemm" and len(a.inputs) > 2 and a.inputs[2]:
-            c = g.values[a.inputs[2]].const
-            if c is not None and c.size > 1:
-                const(na, 2, _shard(c.reshape(-1), 0, r, n))
-        for v in [a.outputs[0]] + [o for node in region for o in node.outputs if o]:
-            t = g.values[v].type   # the split columns: the last dim over n
-            if t.is_static and t.shape:
-                out.values[v].type = TensorType(t.dtype, (*t.shape[:-1], cast(int, t.shape[-1]) // n))
-        for node in region:
-            nr = nodes[node.name]
-            for k, i in enumerate(node.inputs):
-                c = g.values[i].const if i else None
-                if c is not None and c.size > 1:
-                    const(nr, k, _shard(c, c.ndim - 1, r, n))
-        wb, tb = _weight(g, b)
-        const(nb, 1, _shard(wb, 1 if tb else 0, r, n))
-        y = b.outputs[0]
-        partial, total = f"{y}__partial", y
-        bias = b.inputs[2] if b.op == "Gemm" and len(b.inputs) > 2 and b.inputs[2] else None
-        nb.inputs = nb.inputs[:2]
-        nb.outputs = [partial]
-        out.value(partial).type = g.values[y].type
-        if bias is not None or y in g.outputs:
-            total = f"{y}__sum"
-            out.value(total).type = g.values[y].type
-            after = Node(f"{b.name}__tp_bias" if bias else f"{b.name}__tp_out", "Add" if bias else "Identity",
-                         [total, bias] if bias else [total], [y])
-            extra[b.name] = [after]
-        colls.append(Collective("all_reduce", partial, total))
+    for reg in regions:
+        _rewrite_region(g, out, nodes, reg, const, r, n)
+        extra.update(_all_reduce(g, out, nodes[reg.end.name], reg.end, colls))
     for conv in convs:
-        nc = nodes[conv.name]
-        const(nc, 1, _shard(g.values[conv.inputs[1]].const, 0, r, n))   # type: ignore[arg-type]
-        if len(conv.inputs) > 2 and conv.inputs[2]:
-            const(nc, 2, _shard(g.values[conv.inputs[2]].const, 0, r, n))   # type: ignore[arg-type]
-        y = conv.outputs[0]
-        t = g.values[y].type
-        assert t.shape is not None
-        batch, chans, *rest = (cast(int, d) for d in t.shape)   # static (``_conv_ok``)
-        part, gathered = f"{y}__part", f"{y}__gathered"
-        nc.outputs = [part]
-        out.value(part).type = TensorType(t.dtype, (batch, chans // n, *rest))
-        out.value(gathered).type = TensorType(t.dtype, (n, batch, chans // n, *rest))
-        colls.append(Collective("all_gather", part, gathered))
-        shape = out.value(f"{y}__shape")
-        shape.const = np.array(t.shape, np.int64)
-        shape.type = TensorType(np.dtype(np.int64), (len(t.shape),))
-        src = gathered
-        join: list[Node] = []
-        if batch != 1:   # [n, B, C/n, ...] -> [B, n, C/n, ...]: the channels of card r are block r
-            src = f"{y}__moved"
-            out.value(src).type = TensorType(t.dtype, (batch, n, chans // n, *rest))
-            join.append(Node(f"{conv.name}__tp_move", "Transpose", [gathered], [src],
-                              {"perm": [1, 0, *range(2, len(t.shape) + 1)]}))
-        join.append(Node(f"{conv.name}__tp_join", "Reshape", [src, f"{y}__shape"], [y]))
-        extra[conv.name] = join
+        extra[conv.name] = _conv(g, out, nodes[conv.name], conv, const, colls, r, n)
     out.nodes = []
     for node in g.nodes:
         out.nodes.append(nodes[node.name])
         out.nodes.extend(extra.get(node.name, []))
     return out, colls
+
+
+def _rewrite_region(g: Graph, out: Graph, nodes: dict[str, Node], reg: Region, const: Callable[..., None],
+                    r: int, n: int) -> None:
+    """Shard a region's weights and constants, and give its values their block's shape."""
+    for seed in reg.seeds:
+        ns = nodes[seed.name]
+        w, trans = _weight(g, seed)
+        const(ns, 1, _shard(w, 0 if trans else 1, r, n))
+        c = g.values[seed.inputs[2]].const if seed.op == "Gemm" and len(seed.inputs) > 2 and seed.inputs[2] else None
+        if c is not None and c.size > 1:
+            const(ns, 2, _shard(c.reshape(-1), 0, r, n))
+    for (name, k), axis in reg.shards.items():
+        c = cast(np.ndarray, g.values[nodes[name].inputs[k]].const)
+        const(nodes[name], k, _shard(c, axis, r, n))
+    for v, axis in reg.axes.items():
+        t = g.values[v].type
+        dims = [cast(int, d) for d in cast(tuple, t.shape)]
+        dims[axis] //= n
+        out.values[v].type = TensorType(t.dtype, tuple(dims))
+    for node in reg.nodes:
+        if node.op == "Reshape":   # the block's shape, spelled out (0 and -1 would read the whole one)
+            block = cast(tuple, out.values[node.outputs[0]].type.shape)
+            const(nodes[node.name], 1, np.array(block, np.int64), f"{node.name}__tp_shape")
+    w, trans = _weight(g, reg.end)
+    const(nodes[reg.end.name], 1, _shard(w, 1 if trans else 0, r, n))
+
+
+def _all_reduce(g: Graph, out: Graph, nb: Node, b: Node, colls: list[Collective]) -> dict[str, list[Node]]:
+    """The row-parallel node's partial sum, the all-reduce, and the bias after it."""
+    y = b.outputs[0]
+    partial, total = f"{y}__partial", y
+    bias = b.inputs[2] if b.op == "Gemm" and len(b.inputs) > 2 and b.inputs[2] else None
+    nb.inputs = nb.inputs[:2]
+    nb.outputs = [partial]
+    out.value(partial).type = g.values[y].type
+    extra: dict[str, list[Node]] = {}
+    if bias is not None or y in g.outputs:
+        total = f"{y}__sum"
+        out.value(total).type = g.values[y].type
+        after = Node(f"{b.name}__tp_bias" if bias else f"{b.name}__tp_out", "Add" if bias else "Identity",
+                     [total, bias] if bias else [total], [y])
+        extra[b.name] = [after]
+    colls.append(Collective("all_reduce", partial, total))
+    return extra
+
+
+def _conv(g: Graph, out: Graph, nc: Node, conv: Node, const: Callable[..., None], colls: list[Collective],
+          r: int, n: int) -> list[Node]:
+    """A Conv's channel block, the all-gather, and the Transpose + Reshape back to [B, C, ...]."""
+    const(nc, 1, _shard(cast(np.ndarray, g.values[conv.inputs[1]].const), 0, r, n))
+    if len(conv.inputs) > 2 and conv.inputs[2]:
+        const(nc, 2, _shard(cast(np.ndarray, g.values[conv.inputs[2]].const), 0, r, n))
+    y = conv.outputs[0]
+    t = g.values[y].type
+    assert t.shape is not None
+    batch, chans, *rest = (cast(int, d) for d in t.shape)   # static (``_conv_ok``)
+    part, gathered = f"{y}__part", f"{y}__gathered"
+    nc.outputs = [part]
+    out.value(part).type = TensorType(t.dtype, (batch, chans // n, *rest))
+    out.value(gathered).type = TensorType(t.dtype, (n, batch, chans // n, *rest))
+    colls.append(Collective("all_gather", part, gathered))
+    shape = out.value(f"{y}__shape")
+    shape.const = np.array(t.shape, np.int64)
+    shape.type = TensorType(np.dtype(np.int64), (len(t.shape),))
+    src = gathered
+    join: list[Node] = []
+    if batch != 1:   # [n, B, C/n, ...] -> [B, n, C/n, ...]: the channels of card r are block r
+        src = f"{y}__moved"
+        out.value(src).type = TensorType(t.dtype, (batch, n, chans // n, *rest))
+        join.append(Node(f"{conv.name}__tp_move", "Transpose", [gathered], [src],
+                         {"perm": [1, 0, *range(2, len(t.shape) + 1)]}))
+    join.append(Node(f"{conv.name}__tp_join", "Reshape", [src, f"{y}__shape"], [y]))
+    return join
 
 
 @dataclass
