@@ -38,6 +38,7 @@ class Collector:
         self.runs: list[tuple[Any, Any]] = []
         self.seen: set[int] = set()     # ids of device simulators already kept
         self.path: Path | None = None   # the folder written, once stopped
+        self.groups: dict[int, int] = {}   # run index -> its result's first run (the cards of one run)
 
     def on_result(self, result: Any) -> None:
         """A session run (one card, or card 0 of many and the other cards beside it)."""
@@ -45,9 +46,11 @@ class Collector:
         if record is None:
             return
         stats = result.card_stats[0] if getattr(result, "card_stats", None) else result.stats
+        first = len(self.runs)
         self.runs.append((record, stats))
         for i, card in sorted(getattr(result, "cards", {}).items()):
             if i != record.device_id:
+                self.groups[len(self.runs)] = first
                 self.runs.append((DeviceRun(list(card.sim.finished), list(card.launches), card.sim,
                                             record.profile, i, card.graph_mode, record.name), None))
 
@@ -66,7 +69,7 @@ class Collector:
         last = {id(getattr(r, "compiled", None)): k for k, (r, s) in enumerate(self.runs) if s is not None}
         out: list[dict[str, Any]] = []
         for k, (r, stats) in enumerate(self.runs):
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {"group": self.groups.get(k, k)}
             if stats is not None:
                 extra["stats"] = stats.to_dict()
                 if last.get(id(r.compiled)) == k:

@@ -28,6 +28,11 @@ class View:
     rows: list[dict[str, Any]]
     other: dict[str, Any]
     runs: list[dict[str, Any]] = field(default_factory=list)   # every run of the profile: its otherData
+    counter_pid: int | None = None     # the process whose counters are drawn (None: every one)
+
+    def _counters(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("ph") == "C" and e.get("name") == name
+                and (self.counter_pid is None or e.get("pid") == self.counter_pid)]
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -38,13 +43,12 @@ class View:
         return self.other.get("diagnosis")
 
     def counter(self, name: str, key: str) -> list[tuple[float, float]]:
-        """A counter track's steps, summed over the device processes shown."""
-        return [(e["ts"], float(e["args"].get(key, 0.0))) for e in self.events
-                if e.get("ph") == "C" and e.get("name") == name]
+        """A counter track's steps (of the run's own device process)."""
+        return [(e["ts"], float(e["args"].get(key, 0.0))) for e in self._counters(name)]
 
     def cores(self) -> list[tuple[float, float, float]]:
-        return [(e["ts"], float(e["args"].get("cube", 0)), float(e["args"].get("vector", 0))) for e in self.events
-                if e.get("ph") == "C" and e.get("name") == CORES_COUNTER]
+        return [(e["ts"], float(e["args"].get("cube", 0)), float(e["args"].get("vector", 0)))
+                for e in self._counters(CORES_COUNTER)]
 
     def queue(self) -> list[tuple[float, float]]:
         return self.counter(QUEUE_COUNTER, "tasks")
@@ -98,28 +102,32 @@ def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any
             for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "memcpy")]
 
 
-def _pick(doc: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
-    """The run to show: the last that carries a diagnosis (or the last), and its otherData."""
+def _pick(doc: dict[str, Any]) -> tuple[int | None, dict[str, Any], set[int]]:
+    """The run to show (the last that carries a diagnosis, or the last), its otherData, and
+    the pids of its processes: run k's are 2k (host) and 2k+1 (device), with those of the
+    runs of the other cards of the same result (one ``group``)."""
     other = doc.get("otherData") or {}
     runs = other.get("runs")
     if not runs:
-        return None, other
+        return None, other, set()
     k = max((r["run"] for r in runs if r.get("diagnosis")), default=runs[-1]["run"])
-    return k, next(r for r in runs if r["run"] == k)
+    group = {r["run"] for r in runs if r.get("group", r["run"]) == k} | {k}
+    return k, next(r for r in runs if r["run"] == k), {p for j in group for p in (2 * j, 2 * j + 1)}
 
 
 def load(path: str | Path) -> View:
     """The run a profile holds (the diagnosed one of several), ready to draw."""
     timeline, ops = _files(Path(path))
     doc = _load_json(timeline)
-    k, other = _pick(doc)
+    k, other, pids = _pick(doc)
     events = doc["traceEvents"]
-    if k is not None:   # a PROF folder: run k's processes are pids 2k (host) and 2k+1 (its device)
-        events = [e for e in events if e.get("pid") in (2 * k, 2 * k + 1)]
+    if k is not None:   # a PROF folder: the shown run's processes only
+        events = [e for e in events if e.get("pid") in pids]
     rows = _rows(ops, events)
     if k is not None and rows and "Model Name" in rows[0]:
         rows = _run_rows(rows, doc["otherData"]["runs"], k)
-    return View(str(timeline), events, rows, other, list((doc.get("otherData") or {}).get("runs") or []))
+    runs = list((doc.get("otherData") or {}).get("runs") or [])
+    return View(str(timeline), events, rows, other, runs, None if k is None else 2 * k + 1)
 
 
 def _run_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:

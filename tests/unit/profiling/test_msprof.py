@@ -1,0 +1,103 @@
+"""The PROF folder (msprof's layout) and what `graphexec view` reads back from profiles."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from profiling_graphs import elementwise_chain, tiny_chain
+
+import graphexec as gx
+from graphexec.errors import GraphExecError
+from graphexec.profiling import env, msprof
+from graphexec.profiling.report_html import render
+from graphexec.profiling.view_data import load
+
+
+def _run(graph, **kw):
+    return gx.Session(graph, **kw).run(gx.default_feeds(graph))
+
+
+def test_profile_block_keeps_the_runs_inside_it_only(tmp_path):
+    g = tiny_chain(n=5)
+    _run(g)                                   # before the block: not kept
+    with env.profile(tmp_path) as c:
+        r = _run(g)
+    _run(g)                                   # after: not kept
+    assert c.path is not None and c.path.parent == tmp_path and c.path.name.startswith("PROF_")
+    doc = json.loads(next((c.path / msprof.OUTPUT).glob("msprof_*.json")).read_text())
+    assert len(doc["otherData"]["runs"]) == 1
+    assert doc["otherData"]["runs"][0]["stats"]["makespan_us"] == r.stats.makespan_us
+    assert doc["otherData"]["runs"][0]["diagnosis"]["reason"] == r.diagnosis.reason
+
+
+def test_every_card_of_a_multi_device_run_is_kept_and_viewed_together(tmp_path):
+    g = elementwise_chain(n=2, rows=64, cols=64)
+    with env.profile(tmp_path) as c:
+        _run(g, devices=2, parallel="data")
+    with open(next((c.path / msprof.OUTPUT).glob("op_summary_*.csv")), newline="") as f:
+        rows = list(csv.DictReader(f))
+    kernels = [r for r in rows if r["Task Type"] != "MEMCPY_ASYNC"]
+    assert sorted(r["Device_id"] for r in kernels) == ["0", "0", "1", "1"]     # each card ran both ops
+    assert (c.path / "device_0" / "data").is_dir() and (c.path / "device_1" / "data").is_dir()
+    view = load(c.path)
+    lanes = {e["pid"] for e in view.events if e.get("ph") == "X" and e.get("cat") == "kernel"}
+    assert lanes == {1, 3}                    # both cards' device processes in one Gantt
+    assert view.counter_pid == 1 and {r["Device_id"] for r in view.rows} == {"0"}
+
+
+def test_a_failed_write_leaves_nothing_and_warns_once(tmp_path, monkeypatch, capsys):
+    def broken(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(msprof, "write_csv", broken)
+    with env.profile(tmp_path) as c:
+        _run(tiny_chain(n=3))
+    assert c.path is None and list(tmp_path.iterdir()) == []     # no PROF folder, no temporary one
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0] and env.OUTPUT in err[0]
+
+
+def test_two_blocks_in_one_second_get_two_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(env.time, "strftime", lambda fmt: "20260101000000")
+    paths = []
+    for _ in range(2):
+        with env.profile(tmp_path) as c:
+            _run(tiny_chain(n=3))
+        paths.append(c.path)
+    assert paths[0] != paths[1] and all(p.is_dir() for p in paths)
+
+
+def test_the_environment_switch(monkeypatch, tmp_path):
+    assert env.from_environment({"ASCEND_PROFILING_ENABLED": "0"}) is None
+    registered = []
+    monkeypatch.setattr(env.atexit, "register", lambda fn, c: registered.append((fn, c)))
+    c = env.from_environment({"ASCEND_PROFILING_ENABLED": "1", "ASCEND_PROFILING_OUTPUT_PATH": str(tmp_path)})
+    try:
+        assert c is not None and c.root == tmp_path and registered == [(env.stop, c)]
+        _run(tiny_chain(n=3))
+    finally:
+        path = env.stop(c)
+    assert path is not None and path.parent == tmp_path
+
+
+def test_view_reads_a_bare_timeline_and_a_profile_folder(tmp_path):
+    r = _run(tiny_chain(n=4))
+    r.write_profile(tmp_path / "prof")
+    folder = load(tmp_path / "prof")
+    assert len(folder.rows) == 4 and folder.rows[0]["OP Type"] == "Relu"      # from op_summary.csv
+    assert folder.stats["makespan_us"] == r.stats.makespan_us and folder.diagnosis["causes"]
+    bare = load(tmp_path / "prof" / "timeline.json")
+    assert [row["Op Name"] for row in bare.rows] == [row["Op Name"] for row in folder.rows]   # from the trace
+    page = render(bare)
+    assert page.startswith("<!DOCTYPE html>") and f'id="metric-makespan_us">{r.stats.makespan_us:,.1f} us<' in page
+    assert render(bare) == page               # deterministic bytes
+
+
+def test_view_refuses_what_is_not_a_profile(tmp_path):
+    with pytest.raises(GraphExecError, match="not a profile"):
+        load(tmp_path)
+    (tmp_path / "t.json").write_text('{"events": []}')
+    with pytest.raises(GraphExecError, match="not a Chrome trace"):
+        load(tmp_path / "t.json")
