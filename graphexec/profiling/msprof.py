@@ -43,15 +43,19 @@ def folder_name(stamp: str, pid: int) -> str:
     return f"PROF_{stamp}_{pid}"
 
 
-def _renumber(trace: dict[str, Any], k: int) -> list[dict[str, Any]]:
-    """Run ``k``'s events with pids of its own (host 2k, devices 2k+1) and flow ids apart."""
+def _renumber(trace: dict[str, Any], k: int, device_id: int) -> list[dict[str, Any]]:
+    """Run ``k``'s events with pids of its own (host 2k, devices 2k+1) and flow ids apart;
+    the device process is named by its device id."""
     out = []
     for e in trace["traceEvents"]:
         e = dict(e, pid=2 * k + (e["pid"] != 0))
         if "id" in e:
             e["id"] = (k << 44) + int(e["id"])
         if e.get("ph") == "M" and e.get("name") == "process_name":
-            e["args"] = {"name": f"{e['args']['name']} run {k}"}
+            name = str(e["args"]["name"])
+            if e["pid"] % 2 and name.startswith("device "):
+                name = f"device {device_id} {name.removeprefix('device ')}"
+            e["args"] = {"name": f"{name} run {k}"}
         elif e.get("ph") == "M" and e.get("name") == "process_sort_index":
             e["args"] = {"sort_index": e["pid"]}
         out.append(e)
@@ -64,7 +68,7 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
     others = []
     for k, (run, extra) in enumerate(zip(runs, extras)):
         doc = timeline(run, record_trace(run), extra)
-        events += _renumber(doc, k)
+        events += _renumber(doc, k, run.device_id)
         others.append({**doc["otherData"], "run": k, "device_id": run.device_id})
     first = others[0] if others else {}
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {**first, "runs": others}}

@@ -7,12 +7,22 @@ from typing import Any, Sequence
 COLORS = {"cube": "#1f77b4", "vector": "#2ca02c", "aicpu": "#d62728", "copy": "#9467bd"}
 
 
+def _names(trace: dict[str, Any]) -> dict[int, str]:
+    return {e["pid"]: str(e["args"]["name"]) for e in trace["traceEvents"]
+            if e.get("ph") == "M" and e.get("name") == "process_name"}
+
+
+def _card(pid: int, name: str) -> str:
+    """A lane's card: the device id its process name gives ("device 1 (...)"), else its pid."""
+    words = name.split()
+    return f"card {words[1]}" if len(words) > 1 and words[0] == "device" and words[1].isdigit() else f"card {pid}"
+
+
 def _lanes(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
     """The device events of a trace and its lanes, (pid, tid) in order: one per stream of
     every device process (one process for a single device, one per card for several)."""
-    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "process_name"}
-    devices = {pid for pid, name in names.items() if str(name).startswith("device")} or {1}
+    names = _names(trace)
+    devices = {pid for pid, name in names.items() if name.startswith("device")} or {1}
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") in devices]
     return events, sorted({(e["pid"], e["tid"]) for e in events})
 
@@ -28,7 +38,9 @@ def bars(ax: Any, trace: dict[str, Any], title: str) -> None:
         ax.broken_barh([(e["ts"], max(e["dur"], 1e-3))], (row - 0.4, 0.8), facecolors=COLORS.get(unit, "grey"),
                        edgecolor="white", linewidth=0.3)
     cards = len({pid for pid, _ in lanes}) > 1
-    ax.set_yticks(range(len(lanes)), [f"card {p} stream {t}" if cards else f"stream {t}" for p, t in lanes])
+    names = _names(trace)
+    ax.set_yticks(range(len(lanes)), [f"{_card(p, names.get(p, ''))} stream {t}" if cards else f"stream {t}"
+                                      for p, t in lanes])
     ax.invert_yaxis()
     ax.set_title(title, fontsize=9, loc="left")
 
