@@ -1,16 +1,19 @@
 """Graphs across cards: each light model and a transformer encoder on 1/2/4/8 cards in
 each parallel mode, in simulated device time.
 
-Usage: python benchmarks/multi_device.py [--quick] [--batch N] [--system NAME]
+Usage: python benchmarks/multi_device.py [--quick] [--batch N] [--system NAME] [--compute]
 
 One line per model, mode and card count: the simulated makespan, the speedup over one
-card (a plain single-device session of the whole batch), the pipeline bubble
+card (the whole batch on one card through the same launches, host copies included), the
+pipeline bubble (at 4 micro-batches)
 (``stats.extra["bubble"]``, "-" where the mode has none), ``comm_hidden`` (the share of
 communication time that overlaps compute) and the activation peak of the largest card.
 A mode that is not registered in ``engine/parallel.py`` prints "n/a"; one that refuses
 the model prints why. The encoder is ``minilm_l3_paraphrase`` of tests/real_models.py
 (fetched into the model cache on first use; skipped, with the reason, when it cannot be).
---quick: one light model on 1 and 2 cards (CI smoke test).
+--quick: one light model on 1 and 2 cards (CI smoke test). The runs are timing-only
+(``compute=False``: the same simulated numbers as full runs, which tests check); --compute
+computes the outputs too.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from graphexec.errors import GraphExecError  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 ENCODER = "minilm_l3_paraphrase"
+MICROBATCHES = 4   # the pipeline's (auto tries its own counts)
 
 
 def light_models(batch: int) -> list[tuple[str, gx.Graph, dict[str, Any]]]:
@@ -63,8 +67,8 @@ def encoder(batch: int) -> tuple[str, gx.Graph, dict[str, Any]] | str:
 
 
 def rows(name: str, graph: gx.Graph, feeds: dict[str, Any], counts: list[int], modes: list[str],
-         system: str | None) -> None:
-    base = gx.compare(graph, devices=[1], feeds=feeds, system=system).rows[0]
+         system: str | None, compute: bool) -> None:
+    base = gx.compare(graph, devices=[1], feeds=feeds, system=system, compute=compute).rows[0]
     print(_line(name, "-", 1, base.time_us, 1.0, None, 0.0, base.peak_bytes), flush=True)
     have = implemented()
     for mode in modes:
@@ -75,7 +79,9 @@ def rows(name: str, graph: gx.Graph, feeds: dict[str, Any], counts: list[int], m
             if n == 1:
                 continue
             try:
-                s = gx.Session(graph, devices=n, parallel=mode, system=system).run(feeds).stats
+                m = MICROBATCHES if mode == "pipeline" else 1
+                s = gx.Session(graph, devices=n, parallel=mode, microbatches=m, system=system,
+                               compute=compute).run(feeds).stats
             except GraphExecError as e:
                 print(f"{name:<22}{mode:<10}{n:>8}  refused: {str(e).splitlines()[0][:100]}", flush=True)
                 continue
@@ -97,6 +103,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one light model on 1 and 2 cards (CI smoke test)")
     ap.add_argument("--batch", type=int, default=8, help="batch of every model (default 8)")
     ap.add_argument("--system", help="system profile (default: the one of the ascend910 cards)")
+    ap.add_argument("--compute", action="store_true",
+                    help="compute the outputs too (the simulated numbers are the same, timing-only is faster)")
     args = ap.parse_args()
     counts = [1, 2] if args.quick else [1, 2, 4, 8]
     modes = list(MODES)
@@ -107,13 +115,13 @@ def main() -> None:
     if args.quick:
         models = [m for m in models if m[0] == "squeezenet"]
     for name, graph, feeds in models:
-        rows(name, graph, feeds, counts, modes, args.system)
+        rows(name, graph, feeds, counts, modes, args.system, args.compute)
     if not args.quick:
         enc = encoder(args.batch)
         if isinstance(enc, str):
             print(f"{ENCODER:<22}skipped, {enc}")
         else:
-            rows(*enc, counts, modes, args.system)
+            rows(*enc, counts, modes, args.system, args.compute)
     print(f"speedup over one card running the whole batch {args.batch}; modes implemented: "
           f"{', '.join(implemented())}; {time.perf_counter() - t0:.0f} s host time")
 

@@ -23,10 +23,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
-from graphexec.engine.feeds import check_feeds, default_feeds, signature
+from graphexec.engine.feeds import default_feeds, signature
 from graphexec.engine.multi import Bound, Card, CardsRun
 from graphexec.engine.multi_stats import MultiResult, multi_stats
-from graphexec.engine.parallel import Cluster, register
+from graphexec.engine.parallel import Cluster, register, split_batch
 from graphexec.engine.parallel_base import SimulatedMode
 from graphexec.engine.result import make_stats
 from graphexec.hccl import _algo
@@ -64,19 +64,18 @@ class TensorParallel(SimulatedMode):
         self._plans: dict[tuple, Plans] = {}
 
     def plans(self, feeds: Mapping[str, Any] | None) -> Plans:
-        graph = self.cluster.graph
         if feeds is None:
-            feeds = default_feeds(graph)
-        types = check_feeds(graph, feeds)
+            feeds = default_feeds(self.cluster.graph)
+        graph, types = self._typed(split_batch(feeds, 1, "the batch")[0], feeds)   # a declared batch freed
         key = signature(types)
         got = self._plans.get(key)
         if got is None:
-            got = self._plans[key] = self._compile(types)
+            got = self._plans[key] = self._compile(graph, types)
         return got
 
-    def _compile(self, types: dict[str, Any]) -> Plans:
+    def _compile(self, graph: Graph, types: dict[str, Any]) -> Plans:
         cl, n = self.cluster, self.cluster.devices
-        typed = clone_graph(cl.graph)
+        typed = clone_graph(graph)
         for name, t in types.items():
             typed.values[name].type = t
         for _ in range(4):   # as the shapes pass: weights built by ConstantOfShape become constants

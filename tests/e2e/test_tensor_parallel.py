@@ -253,3 +253,19 @@ def _minilm() -> tuple[gx.Graph, dict]:
         pytest.skip(f"minilm_l3_paraphrase: {rm.fetch_reason(entry)}")
     shapes = {name: (4, 16) for name, _, _ in rm.model_inputs(path)}
     return gx.load(str(path)), rm.make_feeds(replace(entry, shapes=shapes), path)
+
+
+def test_light_model_with_a_declared_batch_runs_and_keeps_whole_what_does_not_pay():
+    """SqueezeNet (declared batch 1) at batch 8: the batch is freed as in the other modes;
+    every Conv's all-gather would cost more than it saves, so all stay whole, and the
+    outputs are one device's, bit for bit."""
+    import onnx
+
+    graph = gx.load(str(Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"))
+    x = graph.inputs[0]
+    feeds = {x: np.random.default_rng(0).standard_normal((8, 3, 224, 224)).astype(np.float32)}
+    c = gx.compare(graph, devices=[1, 2], parallel="tensor", feeds=feeds)
+    assert c.identical and c.rows[1].speedup == pytest.approx(1.0, abs=0.01)
+    replicated = c.results[1].stats.extra["tensor_splits"]["replicated"]
+    assert replicated and all(re.match(r"it would save .* of all_gather|its \d+ output channels", r["reason"])
+                              for r in replicated)
