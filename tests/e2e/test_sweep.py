@@ -200,3 +200,29 @@ def test_a_dead_worker_costs_a_retry_not_a_row(tmp_path):
     assert [r["error"] for r in rows] == [None, None] and [r["verified"] for r in rows] == ["yes", "yes"]
     x = (np.arange(4) / 4).astype(np.float32)   # the default input (arange(n) / n)
     assert rows[0]["outputs_sha256"] == digest({"y": x + 1})
+
+
+def test_progress_bar_only_on_a_terminal():
+    import pty
+
+    args = [sys.executable, str(ROOT / "cli.py"), "sweep", str(THREE[0]), "--streams", "1,2,4", "--workers", "1"]
+    quiet = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, cwd=ROOT,
+                            env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:   # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(master)
+    drawn = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0
+    assert "/3" in drawn and "light_squeezenet" in drawn   # "n/3" points done and the point being run
