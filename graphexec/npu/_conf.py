@@ -3,8 +3,8 @@
 ``key:value`` pairs separated by commas, as in PyTorch's PYTORCH_CUDA_ALLOC_CONF. Those
 that mean something on the emulated device are applied (``max_split_size_mb``,
 ``expandable_segments``); ``garbage_collection_threshold`` and
-``roundup_power2_divisions`` are accepted and checked but change nothing here; anything
-else is refused with one line, as torch_npu refuses it.
+``roundup_power2_divisions`` are accepted and change nothing here; anything else is
+refused with one line, as torch_npu refuses an unknown option.
 """
 
 from __future__ import annotations

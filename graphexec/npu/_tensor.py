@@ -131,6 +131,8 @@ class Tensor:
         """A copy on ``device`` (this tensor if already there); ``dtype`` casts too."""
         from graphexec.npu._copy import to_device
 
+        if isinstance(device, (type, np.dtype)):   # x.to(np.float16): a cast, as torch's to(dtype)
+            device, dtype = None, device
         out = to_device(self, parse_device(device) if device is not None else
                         (None if self._store is None else self._store.card.index))
         return out if dtype is None or np.dtype(dtype) == out.dtype else out.type(dtype)
