@@ -36,23 +36,32 @@ def _counter(name: str, pid: int, points: list[tuple[float, dict[str, float]]]) 
             for t, args in points]
 
 
-def _series(name: str, key: str, series: Series) -> list[dict[str, Any]]:
-    return _counter(name, DEVICE_PID, [(t, {key: v}) for t, v in series])
+def counter_events(record: RunRecord, pid: int = DEVICE_PID) -> list[dict[str, Any]]:
+    """Every counter track of the run, each a list of steps, on the device process ``pid``."""
+    def series_of(name: str, key: str, series: Series) -> list[dict[str, Any]]:
+        return _counter(name, pid, [(t, {key: v}) for t, v in series])
 
-
-def counter_events(record: RunRecord) -> list[dict[str, Any]]:
-    """Every counter track of the run, each a list of steps."""
-    events = _series(QUEUE_COUNTER, "tasks", total_depth(record.tasks))
+    events = series_of(QUEUE_COUNTER, "tasks", total_depth(record.tasks))
     for stream, series in queue_depth(record.tasks).items():
-        events += _series(f"queue depth (stream {stream})", "tasks", series)
+        events += series_of(f"queue depth (stream {stream})", "tasks", series)
     cores = busy_cores(record.tasks, record.samples, record.profile)
-    events += _counter(CORES_COUNTER, DEVICE_PID, [(t, {"cube": c, "vector": v}) for t, c, v in cores])
-    events += _series(HBM_COUNTER, "GB/s", hbm_series(record.tasks))
+    events += _counter(CORES_COUNTER, pid, [(t, {"cube": c, "vector": v}) for t, c, v in cores])
+    events += series_of(HBM_COUNTER, "GB/s", hbm_series(record.tasks))
     compiled = getattr(record, "compiled", None)
     if compiled is not None:   # a plan's activation pool; ACL and eager runs have none
-        events += _series(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(),
-                                                            compiled.tasks.root))
+        events += series_of(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(),
+                                                              compiled.tasks.root))
     return events
+
+
+def device_pid(trace: dict[str, Any], device_id: int) -> int:
+    """The trace's process of device ``device_id``: a server trace names each card's
+    ("device 1 (...)", pid = device id); a one-device trace has DEVICE_PID."""
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "process_name" \
+                and str(e["args"].get("name", "")).startswith(f"device {device_id} ("):
+            return int(e["pid"])
+    return DEVICE_PID
 
 
 def _sort_indices(trace: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,9 +78,11 @@ def _sort_indices(trace: dict[str, Any]) -> list[dict[str, Any]]:
 def timeline(record: RunRecord | Any, trace: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """``trace`` (the result's Chrome trace) with sort indices and these counter tracks;
     ``otherData`` names the device and carries ``extra`` (stats, diagnosis) for ``graphexec view``."""
-    events = [e for e in trace["traceEvents"] if e.get("ph") != "C"] + _sort_indices(trace) + counter_events(record)
+    pid = device_pid(trace, record.device_id)
+    kept = [e for e in trace["traceEvents"] if e.get("ph") != "C" or e.get("pid") != pid]
+    events = kept + _sort_indices(trace) + counter_events(record, pid)
     prof = record.profile
-    other = {"source": "graphexec", "device": prof.name, "model": record.name,
+    other = {"source": "graphexec", "device": prof.name, "model": record.name, "device_pid": pid,
              "peak": {"ai_cores": prof.ai_cores, "vector_cores": prof.vector_cores, "coupled": prof.coupled,
                       "hbm_bandwidth_gbps": prof.hbm_bandwidth_gbps, "queue_depth": prof.queue_depth}}
     return {**trace, "traceEvents": events, "otherData": {**other, **(extra or {})}}

@@ -127,7 +127,7 @@ def load(path: str | Path) -> View:
     if k is not None and rows and "Model Name" in rows[0]:
         rows = _run_rows(rows, doc["otherData"]["runs"], k)
     runs = list((doc.get("otherData") or {}).get("runs") or [])
-    return View(str(timeline), events, rows, other, runs, None if k is None else 2 * k + 1)
+    return View(str(timeline), events, rows, other, runs, other.get("device_pid") if k is None else 2 * k + 1)
 
 
 def _run_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:

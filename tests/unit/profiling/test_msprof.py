@@ -101,3 +101,14 @@ def test_view_refuses_what_is_not_a_profile(tmp_path):
     (tmp_path / "t.json").write_text('{"events": []}')
     with pytest.raises(GraphExecError, match="not a Chrome trace"):
         load(tmp_path / "t.json")
+
+
+def test_a_multi_card_profile_folder_draws_card_0s_counters(tmp_path):
+    g = elementwise_chain(n=2, rows=64, cols=64)
+    r = _run(g, devices=2, parallel="data")
+    r.write_profile(tmp_path / "prof")
+    view = load(tmp_path / "prof")
+    pid = view.counter_pid
+    names = {e["pid"]: e["args"]["name"] for e in view.events if e.get("ph") == "M" and e["name"] == "process_name"}
+    assert names[pid].startswith("device 0 (")
+    assert view.queue() and max(v for _, v in view.queue()) == r.card_stats[0].max_queue_depth
