@@ -16,7 +16,7 @@ from graphexec.engine.parallel import MODES, check_spread, split_batch
 from graphexec.errors import GraphExecError
 
 SHOW = 20   # transfers listed per card when --limit is not given
-PLAN_KEYS = ("stages", "tensor_splits")   # a mode's partition, as its stats report it
+PLAN_KEYS = ("stages",)   # a mode's partition, as its stats report it (tensor: ``describe``)
 
 
 def _positive(flag: str) -> Callable[[str], int]:

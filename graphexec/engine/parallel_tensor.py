@@ -102,6 +102,19 @@ class TensorParallel(SimulatedMode):
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         return self.plans(feeds).cards[0][0]
 
+    def describe(self, feeds: Mapping[str, Any] | None) -> list[str]:
+        """The splits and the nodes left whole (with why), a line each (``graphexec plan``)."""
+        n, report = self.cluster.devices, self.plans(feeds).report
+        lines = []
+        for x in report["split"]:
+            *firsts, last = x["nodes"]
+            what = f"{x['kind']}" + (f" ({x['heads']} heads, {x['heads'] // n} per card)" if "heads" in x else "")
+            head = f"{' + '.join(firsts)} -> {last}" if firsts else last
+            lines.append(f"split {head}: {what}, {x['collective'].replace('_', '-')} of {x['value']!r}")
+        lines += [f"whole {x['node']} ({x['op']}): {x['reason']}" for x in report["replicated"]]
+        lines.append(f"{report['replicated_nodes']} nodes replicated on every card, {report['segments']} segment(s)")
+        return lines
+
     def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
         p = self.plans(feeds)
         n = self.cluster.devices

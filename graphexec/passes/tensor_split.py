@@ -123,6 +123,8 @@ def split_graph(g: Graph, n: int, worth: Worth | None = None) -> Split:
                         g.values[end.outputs[0]].type.nbytes)
         if region is None or why:
             seen_by.update((s.name, f"with {end.name}: {why}") for s in seeds if s.name not in seen_by)
+            if seeds:   # it ended a region that failed: that says more than what reads its output
+                seen_by.setdefault(end.name, why)
             continue
         regions.append(region)
         taken.update(x.name for x in (*region.seeds, *region.nodes, region.end))

@@ -72,6 +72,23 @@ def test_plan_of_a_mode_without_a_partition(capsys, monkeypatch):
     assert "partition: parallel=plain has no partition to show" in capsys.readouterr().out
 
 
+def test_plan_of_a_tensor_split_says_what_splits_and_why_the_rest_stays_whole(capsys, tmp_path):
+    import sys
+
+    from graphexec.ir.onnx_proto import to_onnx
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tensor_parallel import attention_block
+
+    model = tmp_path / "bert6.onnx"
+    onnx.save(to_onnx(attention_block(heads=6, d=192)), str(model))
+    assert cli.main(["plan", str(model), "--devices", "4", "--parallel", "tensor"]) == 0
+    out = capsys.readouterr().out
+    assert "whole q_proj (MatMul): with o_proj: 'ctx_t' is 6 along the split axis 2, which 4 cards do not divide" in out
+    assert "whole scores (MatMul): its weight is not a constant 2-D tensor" in out
+    assert "nodes replicated on every card" in out and "stats.extra['tensor_splits']" not in out
+
+
 def _err(capsys) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
