@@ -69,7 +69,8 @@ def part1(paths: list[str], repeat: int) -> None:
         print(f"{Path(path).stem:<22} {tasks:>6} {1e3 * full:>10.2f} {1e3 * timing:>12.2f} {full / timing:>7.1f}x "
               f"{tasks / timing:>10,.0f}")
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    print(f"{'all (geomean)':<22} {all_tasks:>6} {'':>10} {1e3 * all_s:>12.2f} {geo:>7.1f}x {all_tasks / all_s:>10,.0f}")
+    print(f"{'all (geomean)':<22} {all_tasks:>6} {'':>10} {1e3 * all_s:>12.2f} {geo:>7.1f}x "
+          f"{all_tasks / all_s:>10,.0f}")
 
 
 def _same(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
