@@ -51,6 +51,8 @@ class OpPlan:
     info: OpInfo
     nbytes: int = 0                         # bytes of the first output
     meta: dict[str, Any] = field(default_factory=dict)   # the device tasks' meta, shared: read only
+    dynamic: bool = False                   # an output's shape depends on the values
+    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 def signature(x: Any) -> Any:
@@ -105,11 +107,13 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
     b.output(*outs)
     graph = b.build()
     typed: list[tuple[str, np.dtype, tuple[int, ...]]] = []
+    dynamic = False
     for o in outs:
         t = graph.values[o.name].type
-        if not t.is_static or t.dtype is None:
-            raise GraphExecError(f"npu.ops.{op.lower()}: its output {o.name} has a shape known only from the "
-                                 f"values ({t}); eager mode needs shapes known from the inputs' shapes")
+        if t.dtype is None or t.kind != "tensor" or t.dtype == np.dtype(object):
+            raise GraphExecError(f"npu.ops.{op.lower()}: its output {o.name} is {t}, not a tensor eager mode "
+                                 "can place on a device")
+        dynamic = dynamic or not t.is_static   # sized by the values (NonZero, Unique): see ops._sized_by_values
         typed.append((o.name, t.dtype, tuple(d for d in t.shape or () if isinstance(d, int))))
     tasks, runners = lower(graph)
     consts = tuple((n, v.const) for n, v in graph.values.items() if v.const is not None)
@@ -119,7 +123,8 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
     task = tasks.tasks[0]
     _, dt, shape = typed[0]
     return OpPlan(op, tuple(names), consts, tuple(typed), runners[task.id], task.unit, task.flops, task.bytes,
-                  task.block_dim, task.dtype, False, info, math.prod(shape) * dt.itemsize, {"task": info})
+                  task.block_dim, task.dtype, False, info, math.prod(shape) * dt.itemsize, {"task": info}, dynamic,
+                  dict(attrs))
 
 
 def _one_line(e: Exception) -> str:

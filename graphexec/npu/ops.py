@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
-from graphexec.errors import DeviceError
+from graphexec.errors import DeviceError, GraphExecError
+from graphexec.kernels.cost import node_cost
 from graphexec.npu import _launch, _tensor
 from graphexec.npu._copy import empty_on, span
 from graphexec.npu._plan import PLANS, attrs_key, plan_for, signature
 from graphexec.npu._state import STATE, Card
 from graphexec.npu._tensor import Storage, Tensor
+from graphexec.runtime.sim import DeviceTask
 
 _SPELLED = {"matmul": "MatMul", "prelu": "PRelu", "lrn": "LRN", "topk": "TopK", "argmax": "ArgMax",
             "argmin": "ArgMin", "nonzero": "NonZero", "batch_norm": "BatchNormalization",
@@ -75,7 +77,8 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
     if attrs:
         key.append(attrs_key(attrs))
     plan = PLANS.get(tuple(key)) or plan_for(op, args, attrs, outputs)
-    if card is None or plan.view or not card.alive or STATE.capture is not None or card.device.checker is not None:
+    if card is None or plan.view or plan.dynamic or not card.alive or STATE.capture is not None \
+            or card.device.checker is not None:
         return _general(op, args, attrs, outputs)
     stream = card.current
     if len(plan.outputs) == 1:
@@ -101,6 +104,9 @@ def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> A
     card.check()
     if plan.view:
         return _view(card, tensors[0], plan.outputs[0][2])
+    if plan.dynamic:
+        made = _sized_by_values(card, plan, tensors)
+        return made[0] if outputs == 1 else made
     outs = [empty_on(card, dt, shape) for _, dt, shape in plan.outputs]
     if STATE.capture is not None:
         for t in tensors:
@@ -113,6 +119,35 @@ def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> A
 
 
 _tensor.RUN_OP.append(run_op)
+
+
+def _sized_by_values(card: Card, plan: Any, tensors: list[Tensor]) -> tuple[Tensor, ...]:
+    """An op whose output shapes depend on the values (NonZero, Unique, ...): as torch's nonzero
+    does, the host waits for the stream, then the kernel runs as a task of its actual cost,
+    its outputs landing at its end."""
+    if STATE.capture is not None:
+        raise GraphExecError(f"npu.ops.{plan.op}: its output size needs the values, so it cannot be captured "
+                             "into an NPUGraph (torch refuses such ops in a capture too)")
+    stream = card.current
+    card.device.synchronize_stream(stream)
+    _launch.raise_faults(card)
+    values = dict(plan.consts)
+    values.update(zip(plan.inputs, (t._arr for t in tensors)))
+    res = plan.runner(values, None)
+    arrays = [np.ascontiguousarray(res[name], dtype=dt) for name, dt, _ in plan.outputs]
+    outs = tuple(empty_on(card, a.dtype, a.shape) for a in arrays)
+    cost = node_cost(plan.op, [t.shape for t in tensors], sum(t._arr.nbytes for t in tensors),
+                     [a.shape for a in arrays], sum(a.nbytes for a in arrays), plan.attrs, plan.unit == "aicpu")
+    views = [o._arr for o in outs]
+
+    def store(_: Any) -> None:
+        for view, a in zip(views, arrays):
+            view[...] = a
+
+    task = DeviceTask("kernel", stream, plan.op, cost.unit, cost.block_dim, cost.flops, cost.bytes, plan.dtype,
+                      end_fn=store, meta=plan.meta)
+    _launch.submit(card, lambda: card.device.launch(task))
+    return outs
 
 
 def _view(card: Card, t: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -64,6 +64,18 @@ def test_eager_chain_is_bit_identical_to_graph_mode():
     assert t.numpy().tobytes() == next(iter(graph_out.values())).tobytes()
 
 
+def test_ops_sized_by_their_values_wait_then_run_on_the_device():
+    a = np.array([[1, 0, 2], [0, 3, 0]], np.float32)
+    x = npu.tensor(a) * 1.0
+    nz = npu.ops.non_zero(x)
+    assert nz.device == "npu:0" and nz.dtype == np.int64
+    np.testing.assert_array_equal(nz.numpy(), np.stack(np.nonzero(a)))
+    assert any(t["name"] == "NonZero" and t["kind"] == "kernel" for t in npu.timeline())
+    with npu.graph(npu.NPUGraph()):
+        with pytest.raises(GraphExecError, match="cannot be captured"):
+            npu.ops.non_zero(x)
+
+
 def test_indexing_is_a_view_of_the_same_bytes():
     x = npu.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     row = x[1]
