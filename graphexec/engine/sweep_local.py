@@ -62,7 +62,7 @@ class LocalBackend:
             return
         pending, broke = list(jobs), 0   # broke: pools lost in a row at the first unfinished point
         while pending:
-            pool = ProcessPoolExecutor(self.workers, initializer=_ignore_sigint)
+            pool = ProcessPoolExecutor(min(self.workers, len(pending)), initializer=_ignore_sigint)
             try:
                 futures = [pool.submit(work, str(models[j.point.model]), j) for j in pending]
                 done = 0

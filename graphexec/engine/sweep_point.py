@@ -62,7 +62,7 @@ def run_point(graph: Graph, job: Job) -> dict[str, Any]:
 def _fill(row: dict[str, Any], graph: Graph, job: Job) -> None:
     shapes = batch_shapes(graph, job.batch)
     point = job.point
-    if shapes and point.devices == 1:
+    if shapes and point.devices == 1 and any(_fixed_other(graph.values[n].type.shape, s) for n, s in shapes.items()):
         graph = free_batch(graph)   # one card runs the whole batch: a declared fixed batch must give way
     session = Session(graph, **point.session_options())
     t0 = time.perf_counter()
@@ -94,6 +94,11 @@ def batch_shapes(graph: Graph, batch: int | None) -> dict[str, tuple[int, ...]] 
     first = shapes[0][1][0]
     return {n: (int(batch), *(d if isinstance(d, int) and d >= 0 else 1 for d in shape[1:]))
             for n, shape in shapes if shape[0] == first}
+
+
+def _fixed_other(declared: tuple | None, shape: tuple[int, ...]) -> bool:
+    """Whether a declared axis 0 is a size other than ``shape``'s."""
+    return declared is not None and len(declared) > 0 and isinstance(declared[0], int) and declared[0] != shape[0]
 
 
 def digest(outputs: dict[str, Any]) -> str:
