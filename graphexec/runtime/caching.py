@@ -19,7 +19,7 @@ split, and only ``record_stream`` marks another stream's use.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ STAT_NAMES = ("allocation", "segment", "active", "allocated_bytes", "reserved_by
               "requested_bytes")
 _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 MALLOC, FREE, RELEASE, SEGMENT, UNSEGMENT = range(5)
+LOG_LIMIT = 1 << 16
 # per event kind: its delta of each stat, by (count, size, requested size); rows in STAT_NAMES order
 _EFFECT = np.array([[[1, 0, 0], [0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 1, 0], [0, 0, 1]],
                     [[-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0], [0, 0, 0], [0, 0, -1]],
@@ -62,9 +63,6 @@ class Rules:
     torch: bool = False
     max_split_size: int | None = None  # torch: blocks this large are never split
     expandable: bool = False           # torch expandable_segments: reserve grows by 2 MiB pages
-
-    def round(self, size: int) -> int:
-        return _up(max(size, 1), MIN_SPLIT) if self.torch else request_size(size)
 
     def segment_size(self, need: int) -> int:
         if need <= SMALL:
@@ -134,7 +132,7 @@ class Counters:
 
     def append(self, event: tuple[bool, int, int, int]) -> None:
         self.log.append(event)
-        if len(self.log) >= 1 << 16:   # bounded: a program that never asks still folds now and then
+        if len(self.log) >= LOG_LIMIT:
             self.fold()
 
 
@@ -145,8 +143,8 @@ class Block:
     size: int
     stream: Any
     free: bool = True
-    used_by: set = field(default_factory=set)
-    events: list = field(default_factory=list)   # recorded at free time on the other users
+    used_by: Any = frozenset()    # the streams using it; a set of its own while allocated
+    events: Any = ()              # recorded at free time on the other users
     small: bool = True
     requested: int = 0
 
@@ -182,7 +180,7 @@ class CachingAllocator:
         """A pointer to at least ``size`` bytes for use on ``stream``."""
         if size <= 0:
             raise invalid_param(f"malloc size must be > 0, got {size}")
-        need = self.rules.round(size)
+        need = -(-size // MIN_SPLIT) * MIN_SPLIT if self.rules.torch else request_size(size)
         small = need <= SMALL
         if self.pending:
             self._collect()
@@ -199,7 +197,10 @@ class CachingAllocator:
         block.requested = size
         ptr = block.segment + block.offset
         self.live[ptr] = block
-        self.counters.append((block.small, MALLOC, block.size, size))
+        log = self.counters.log
+        log.append((block.small, MALLOC, block.size, size))
+        if len(log) >= LOG_LIMIT:   # bounded: a program that never asks still folds now and then
+            self.counters.fold()
         return ptr
 
     def note_use(self, ptr: int, stream: Any) -> None:
@@ -213,14 +214,16 @@ class CachingAllocator:
         block = self.live.pop(ptr, None)
         if block is None:
             raise invalid_handle(f"free of {ptr:#x}, which the caching allocator did not hand out or freed twice")
-        self.counters.append((block.small, FREE, block.size, block.requested))
+        self.counters.log.append((block.small, FREE, block.size, block.requested))
         others = [s for s in block.used_by if s is not block.stream and not s.destroyed] \
             if len(block.used_by) > 1 else ()
+        events = []
         for s in sorted(others, key=lambda s: s.id):
             ev = self.dev.create_event()
             self.dev.record_event(ev, s)
-            block.events.append(ev)
-        if block.events:
+            events.append(ev)
+        if events:
+            block.events = events
             self.pending.append(block)
         else:
             self._release(block)
@@ -258,7 +261,7 @@ class CachingAllocator:
             if all(self.dev.event_complete(ev) for ev in block.events):
                 for ev in block.events:
                     self.dev.destroy_event(ev)
-                block.events = []
+                block.events = ()
                 self._release(block)
             else:
                 still.append(block)
@@ -267,7 +270,7 @@ class CachingAllocator:
     def _best_fit(self, need: int, stream: Any, small: bool) -> Block | None:
         separate, rules = self.rules.torch, self.rules
         fits = [(b.size, b.segment, b.offset, b) for b in self.idle if b.stream is stream and b.size >= need
-                and (not separate or (b.small == small and rules.fits(b, need)))]
+                and (not separate or (b.small == small and (rules.max_split_size is None or rules.fits(b, need))))]
         return min(fits)[3] if fits else None   # (segment, offset) is unique: blocks are never compared
 
     def _new_segment(self, need: int, stream: Any, small: bool) -> Block:
@@ -298,9 +301,9 @@ class CachingAllocator:
         block.size = need
 
     def _release(self, block: Block) -> None:
-        self.counters.append((block.small, RELEASE, block.size, 0))
+        self.counters.log.append((block.small, RELEASE, block.size, 0))
         block.free = True
-        block.used_by = set()
+        block.used_by = frozenset()
         blocks = self.segments[block.segment]
         i = blocks.index(block)
         for j in (i + 1, i - 1):   # coalesce with free neighbours of the same pool
