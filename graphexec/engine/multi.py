@@ -200,9 +200,9 @@ class CardsRun:
     def copy(self, src: Bound, src_name: str, dst: Bound, dst_name: str) -> DeviceTask:
         """A copy of ``src_name`` on ``src``'s card into the planned bytes of ``dst_name`` on
         ``dst``'s card, pulled on the destination's copy stream."""
-        there, here = planned(src, src_name), planned(dst, dst_name)
-        assert there is not None and here is not None, (src_name, dst_name)
-        return self.move(dst.card, dst.card.copy_stream, there, here)
+        here = planned(dst, dst_name)
+        assert here is not None, dst_name
+        return self.move(dst.card, dst.card.copy_stream, planned(src, src_name) or (src, src_name), here)
 
     def buffer(self, card: Card, like: Place, name: str) -> Place:
         """A buffer of ``like``'s size on ``card`` for this run (freed by ``finish``)."""
@@ -211,18 +211,23 @@ class CardsRun:
         self._buffers.append(place)
         return place
 
-    def move(self, issuer: Card, stream: Stream, src: Place, dst: Place) -> DeviceTask:
-        """A copy of ``src``'s bytes into ``dst`` on ``stream`` of ``issuer``: on one card a
-        device-to-device copy, between cards one over the server's links."""
-        start = _none if self.timing else (lambda: np.array(src.view()))
+    def move(self, issuer: Card, stream: Stream, src: Place | tuple[Bound, str], dst: Place) -> DeviceTask:
+        """A copy into ``dst`` on ``stream`` of ``issuer``, of ``src``'s bytes or of a bound
+        plan's value (read as the plan keeps it: on the host, or sized only at run time):
+        on one card a device-to-device copy, between cards one over the server's links."""
+        if isinstance(src, Place):
+            card, reads, read = src.card, [(src.ptr, src.nbytes, src.name)], src.view
+        else:
+            b, name = src
+            card, reads, read = b.card, [], (lambda: b.ctx.read(name))
+        start = _none if self.timing else (lambda: np.array(read()))
         end = _drop if self.timing else _setter(dst.view())
         writes = [(dst.ptr, dst.nbytes, dst.name)]
-        if src.card is dst.card:
+        if card is dst.card:
             task = DeviceTask("memcpy", stream, f"memcpy d2d {dst.name}", unit="copy", bytes=float(dst.nbytes),
-                              copy_kind="d2d", start_fn=start, end_fn=end,
-                              reads=[(src.ptr, src.nbytes, src.name)], writes=writes)
+                              copy_kind="d2d", start_fn=start, end_fn=end, reads=reads, writes=writes)
         else:
-            task = self.server.copy_task(stream, issuer.index, src.card.index, dst.card.index, dst.nbytes, start,
+            task = self.server.copy_task(stream, issuer.index, card.index, dst.card.index, dst.nbytes, start,
                                          end, [], writes)
             task.name = f"{task.name} {dst.name}"   # the trace names the value
         issuer.device.launch(task)

@@ -151,9 +151,9 @@ class _Flow:
         self.staged: list[list[Event]] = [[] for _ in pipe.stages]       # [stage][mb]: outputs staged out
         self.pulled: list[list[list[Event]]] = [[] for _ in pipe.stages]  # [stage][mb]: peer copies that read it
         self.recv: dict[tuple[int, str], list[Place]] = {}
-        self.send: dict[tuple[int, str], list[Place]] = {}
+        self.send: dict[tuple[int, str], list[Place | tuple[Bound, str]]] = {}
 
-    def _slots(self, table: dict[tuple[int, str], list[Place]], b: Bound, name: str) -> list[Place]:
+    def _slots(self, table: dict[tuple[int, str], list[Any]], b: Bound, name: str) -> list[Any]:
         key = (b.card.index, name)
         got = table.get(key)
         if got is None:
@@ -214,7 +214,9 @@ class _Flow:
         for x in st.outputs:
             if x not in graph_outputs or any(x in later.receives for later in self.pipe.stages):
                 place = planned(b, x)
-                assert place is not None, x
+                if place is None:   # not in the plan's device memory: the peer copy reads it as it is
+                    self.send[(card.index, x)] = [(b, x)] * SLOTS
+                    continue
                 run.move(card, stream, place, self._slots(self.send, b, x)[k % SLOTS])
         outs = [x for x in st.outputs if x in graph_outputs]
         if outs:

@@ -163,3 +163,24 @@ def test_double_buffered_copies_race_nothing():
     assert _bits(result.outputs) == _bits(one)
     assert result.stats.extra["hazards"] == []
     assert result.stats.comm_hidden >= 0.2
+
+
+def test_real_encoder_on_eight_cards_is_bit_identical():
+    """MiniLM-L3 (a real export, int64 inputs and shape arithmetic) cut over 8 cards: some
+    crossing values are not in a stage's device memory (sized or kept on the host), and
+    travel as they are, without send slots."""
+    import sys
+    from dataclasses import replace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import real_models as rm
+
+    entry = next(e for e in rm.MANIFEST if e.name == "minilm_l3_paraphrase")
+    path = rm.fetch(entry)
+    if path is None:
+        pytest.skip(f"minilm_l3_paraphrase: {rm.fetch_reason(entry)}")
+    feeds = rm.make_feeds(replace(entry, shapes={n: (8, 16) for n, _, _ in rm.model_inputs(path)}), path)
+    graph = gx.load(str(path))
+    one = gx.Session(graph).run(feeds).outputs
+    result = gx.Session(graph, devices=8, parallel="pipeline", microbatches=4).run(feeds)
+    assert _bits(result.outputs) == _bits(one)
