@@ -6,9 +6,12 @@ A failed run therefore leaves no partial file and keeps whatever the output held
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from graphexec.errors import OutputError
 
@@ -25,9 +28,55 @@ def check_output(path: str | os.PathLike[str], what: str = "") -> Path:
     where = f"{what} {path}" if what else str(path)
     if p.is_dir():
         raise OutputError(f"{where}: is a folder; give a file name")
+    if p.exists() and not p.is_file():  # renaming over a device or a pipe would destroy it
+        raise OutputError(f"{where}: exists and is not a regular file (a device, a pipe or a socket); "
+                          "give a file name")
     if not folder.is_dir():
         raise OutputError(f"{where}: folder {folder} does not exist")
     return p
+
+
+def inside(folder: str | os.PathLike[str], name: str) -> Path | None:
+    """``folder/name`` resolved (symlinks and ``..`` included), or None when that leaves ``folder``.
+
+    A model is untrusted: every path it names must stay in its own folder. The answer does
+    not depend on whether an outside file exists, so a refusal reveals nothing about it.
+    """
+    root = Path(folder).resolve()
+    path = (root / name).resolve()
+    return path if path.is_relative_to(root) else None
+
+
+def _identity(path: str | os.PathLike[str]) -> tuple:
+    """What two names of one file share: its inode when it exists (hard links too), else the real path."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", os.path.realpath(path))
+
+
+def check_targets(outputs: Sequence[tuple[str, str | os.PathLike[str], Sequence[str]]],
+                  sources: Sequence[tuple[str, str | os.PathLike[str]]]) -> None:
+    """Refuse an output that would replace a file the command reads or another output of it.
+
+    ``outputs``: (option, path, names written inside it: () for a file, the files of a
+    folder such as --profile's). ``sources``: (what it is, path), e.g. ("the model", path).
+    """
+    seen: dict[tuple, str] = {}
+    for what, path in sources:
+        seen.setdefault(_identity(path), what)
+    for option, path, names in outputs:
+        written = [Path(path) / n for n in names] if names else [Path(path)]
+        for target in written:
+            key = _identity(target)
+            if key in seen:
+                other = seen[key]
+                reason = (f"is also the target of {other}; give each output its own name" if other.startswith("-")
+                          else f"is {other}, which this command reads; an output may not replace it")
+                shown = f"{path}" if target == Path(path) else f"{path} (its {target.name})"
+                raise OutputError(f"{option} {shown}: {reason}")
+            seen[key] = option
 
 
 def write_atomic(outputs: Sequence[tuple[str | os.PathLike[str], Writer]]) -> None:
@@ -70,3 +119,34 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM raised where the process is, so that every ``finally`` removing a temporary
+    file or folder runs, as it does on Ctrl-C (a KeyboardInterrupt)."""
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread.
+
+    A process forked meanwhile (a pool worker) gets the default action back, so that
+    terminating a pool still ends its workers at once.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def unwind(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

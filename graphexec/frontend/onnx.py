@@ -20,13 +20,14 @@ from graphexec.frontend.attrs import decode_attrs
 from graphexec.frontend.onnx_checks import (
     check_depth,
     check_dims,
+    check_initializer_dims,
     check_no_external_data,
     check_schema,
     check_text,
     load_external_data,
     parse_failure,
 )
-from graphexec.frontend.onnx_meta import read_meta
+from graphexec.frontend.onnx_meta import check_meta_schedule, read_meta
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 from graphexec.ir.onnx_proto import tensor_type
 
@@ -126,8 +127,12 @@ def check_opsets(model: onnx.ModelProto, where: str) -> dict[str, int]:
     return opsets
 
 
-def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
-    """Build the IR from a ModelProto: constants folded in, nodes sorted, verified."""
+def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None = None) -> Graph:
+    """Build the IR from a ModelProto: constants folded in, nodes sorted, verified.
+
+    ``base`` is the model file's folder (None for bytes or a proto): paths in its
+    metadata must stay inside it.
+    """
     g = model.graph
     for i, n in enumerate(g.node):  # first: the checks below walk subgraphs recursively
         check_depth(n, n.name or f"{n.op_type}_{i}", source)
@@ -138,6 +143,7 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
     graph = Graph(g.name or Path(source).stem, source=source, opsets=check_opsets(model, source),
                   functions=list(model.functions))
     for init in g.initializer:
+        check_initializer_dims(init, source)
         try:
             arr = numpy_helper.to_array(init)
         except KeyError:
@@ -176,10 +182,11 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>") -> Graph:
         if v.const is None and vi.type.WhichOneof("value"):
             v.type = _declared(vi, source)
     graph.outputs = [o.name for o in g.output]
-    read_meta(model, graph)
+    read_meta(model, graph, base)
     _check_names(graph, source)
     topological_sort(graph)
     verify(graph)
+    check_meta_schedule(graph)
     return graph
 
 
@@ -204,4 +211,4 @@ def load_onnx(src: Any) -> Graph:
         return from_onnx(src, src.graph.name or "<model>")
     if isinstance(src, (bytes, bytearray)):
         return from_onnx(parse_model(bytes(src)), "<bytes>")
-    return from_onnx(read_model(src), str(src))
+    return from_onnx(read_model(src), str(src), Path(src).parent)

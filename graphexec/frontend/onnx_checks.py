@@ -6,12 +6,15 @@ Each raises ModelLoadError with one line naming the file and the tensor, node or
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from pathlib import Path
 
 import onnx
 from onnx import external_data_helper as ext
 
+from graphexec._files import inside
+from graphexec._limits import over_budget
 from graphexec.errors import ModelLoadError
 
 # protobuf parses at most 100 nested messages, and each level of If/Loop/Scan costs three
@@ -33,18 +36,40 @@ def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> None
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: bad external data entry: {e}") from None
         if not location:
             raise ModelLoadError(f"{where}: tensor {tensor.name!r} uses external data but names no file")
-        path = folder / location
-        if not path.resolve().is_relative_to(folder.resolve()):  # as onnx: no reading outside the folder
+        path = inside(folder, location)
+        if path is None:  # as onnx: no reading outside the folder
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: external data file {location!r} "
                                  f"is outside the model's folder {folder}")
         if not path.is_file():
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: external data file {location!r} "
                                  f"does not exist in {folder}")
+        check_initializer_dims(tensor, where)
+        problem = over_budget(_declared_bytes(tensor))
+        if problem:
+            raise ModelLoadError(f"{where}: tensor {tensor.name!r}: its dims declare {list(tensor.dims)}, "
+                                 f"which {problem}; the external data is not read")
         try:
             ext.load_external_data_for_tensor(tensor, str(folder))
         except (OSError, ValueError, onnx.checker.ValidationError) as e:
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: cannot read external data "
                                  f"from {location!r}: {e}") from None
+
+
+def check_initializer_dims(tensor: onnx.TensorProto, where: str) -> None:
+    """An initializer's dims are sizes: numpy would read a -1 as 'whatever fits'."""
+    for i, d in enumerate(tensor.dims):
+        if d < 0:
+            raise ModelLoadError(f"{where}: initializer {tensor.name!r} declares dim {i} as {d}; "
+                                 "an initializer's dims must be >= 0")
+
+
+def _declared_bytes(tensor: onnx.TensorProto) -> int:
+    """What the tensor's dims and data type make, before any of its data is read."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        itemsize = 1  # an unknown type is reported where the tensor is decoded
+    return math.prod(tensor.dims) * max(itemsize, 1)
 
 
 def check_no_external_data(model: onnx.ModelProto, where: str) -> None:

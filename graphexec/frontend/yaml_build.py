@@ -14,6 +14,7 @@ from typing import Any
 import onnx
 
 from graphexec.frontend.opcheck import make_node
+from graphexec.frontend.options import plain_schedule, settle_options
 from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
 from graphexec.frontend.yaml_source import Path, Problem, Source
 from graphexec.frontend.yaml_tensors import constant, decode_attr, tensor_type
@@ -44,22 +45,14 @@ def build(spec: GraphSpec, out: Collector, base: FsPath) -> tuple[Graph, dict[st
     _undefined(spec, graph, out)
     graph.outputs = list(spec.outputs)
     if spec.schedule is not None:
-        graph.meta["schedule"] = _plain_schedule(spec)
+        graph.meta["schedule"] = plain_schedule(spec.schedule)
     if spec.options is not None:
-        graph.meta["options"] = spec.options.model_dump(exclude_none=True)
-        _check_device(spec.options.device, out)
+        graph.meta["options"], problems = settle_options(spec.options, base)
+        for path, message in problems:
+            out.add(path, message)
     if spec.description:
         graph.meta["description"] = spec.description
     return graph, index
-
-
-def _check_device(device: str | None, out: Collector) -> None:
-    from graphexec.runtime.profiles import builtin_profiles
-
-    known = sorted(builtin_profiles())
-    if device is not None and device not in known and not device.endswith((".yaml", ".yml")):
-        out.add(("options", "device"), f"unknown device {device!r}; known: {', '.join(known)} "
-                                       "(or give a .yaml/.yml profile path)")
 
 
 def _functions(spec: GraphSpec, out: Collector) -> list[onnx.FunctionProto]:
@@ -152,15 +145,3 @@ def _undefined(spec: GraphSpec, graph: Graph, out: Collector) -> None:
 def _did_you_mean(name: str, names: set[str]) -> str:
     close = difflib.get_close_matches(name, sorted(names), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _plain_schedule(spec: GraphSpec) -> dict[str, Any]:
-    """The schedule as plain data, each task one of {run: node}, {record: ev}, {wait: ev}."""
-    schedule = spec.schedule
-    assert schedule is not None  # build calls this only for a graph with a schedule
-    streams = []
-    for s in schedule.streams:
-        tasks = [{"run": t} if isinstance(t, str) else t.model_dump() for t in s.tasks]
-        streams.append({"name": s.name, "priority": s.priority, "tasks": tasks})
-    sync = schedule.synchronize or [s.name for s in schedule.streams]
-    return {"streams": streams, "synchronize": list(sync)}

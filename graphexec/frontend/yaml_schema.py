@@ -38,7 +38,7 @@ Name = Annotated[str, Field(min_length=1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # a bool is no dim, "yes" no bool
 
 
 class RandomInit(_Strict):

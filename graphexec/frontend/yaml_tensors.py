@@ -14,6 +14,8 @@ from typing import Any, cast, overload
 import numpy as np
 import onnx
 
+from graphexec._arrays import ArrayFileError, header, read
+from graphexec._files import inside
 from graphexec.frontend.yaml_schema import DTYPES, TensorSpec
 from graphexec.ir import TensorType
 
@@ -111,25 +113,32 @@ def _from_value(spec: TensorSpec) -> np.ndarray:
 
 
 def _from_file(name: str, spec: TensorSpec, base: Path) -> np.ndarray:
+    """The array a ``file:`` entry names, read only after its header matches the declaration.
+
+    The file must stay in the model's folder (symlinks resolved); a header that holds
+    objects, disagrees with the declared dtype or shape, or needs more than the host
+    budget is refused before any data is read.
+    """
     assert spec.file is not None  # the caller's branch for a file entry
-    path = base / spec.file
-    if not path.is_file():
+    path = inside(base, spec.file)
+    if path is None:
+        raise ValueError(f"file {spec.file!r} is outside the model's folder {base}")
+    if not path.is_file() and not path.exists():
         raise ValueError(f"file {spec.file!r} not found (looked in {base})")
-    data = np.load(path, allow_pickle=False)
-    if isinstance(data, np.ndarray):
-        arr = data
-    else:
-        with data:
-            key = spec.key or name
-            if key not in data.files:
-                raise ValueError(f"{spec.file} has no array {key!r}; it has {', '.join(data.files)}")
-            arr = data[key]
-    if spec.dtype is not None and arr.dtype != np_dtype(spec.dtype):
-        raise ValueError(f"{spec.file} holds {arr.dtype}, the tensor is declared {spec.dtype}")
+    key = spec.key or name
+    try:
+        head = header(path, key)
+    except ArrayFileError as e:
+        raise ValueError(f"file {spec.file!r}: {e}") from None
+    if spec.dtype is not None and head.dtype != np_dtype(spec.dtype):
+        raise ValueError(f"{spec.file} holds {head.dtype}, the tensor is declared {spec.dtype}")
     shape = _static_shape(spec)
-    if shape is not None and arr.shape != shape:
-        raise ValueError(f"{spec.file} holds shape {list(arr.shape)}, the tensor is declared {list(shape)}")
-    return np.asarray(arr)
+    if shape is not None and head.shape != shape:
+        raise ValueError(f"{spec.file} holds shape {list(head.shape)}, the tensor is declared {list(shape)}")
+    try:
+        return read(path, key)
+    except ArrayFileError as e:
+        raise ValueError(f"file {spec.file!r}: {e}") from None
 
 
 def _from_random(spec: TensorSpec) -> np.ndarray:

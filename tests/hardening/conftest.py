@@ -18,3 +18,13 @@ def budget(request: pytest.FixtureRequest) -> Callable[[int], settings]:
     return lambda n: settings(max_examples=n * 10 if long else n, derandomize=not long, database=None,
                               deadline=timedelta(seconds=EXAMPLE_S), print_blob=True,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+HOST_BUDGET = 8 << 30  # bytes: the messages name the budget, so every machine gets the same one
+
+
+@pytest.fixture(autouse=True)
+def host_budget(monkeypatch: pytest.MonkeyPatch) -> int:
+    """GRAPHEXEC_HOST_BUDGET fixed for the hardening tests, whatever this machine's memory."""
+    monkeypatch.setenv("GRAPHEXEC_HOST_BUDGET", str(HOST_BUDGET))
+    return HOST_BUDGET

@@ -151,7 +151,7 @@ def test_files_random_and_exponent_floats(tmp_path):
     assert g.values["w"].const.tolist() == [[2.0] * 4] * 3 and g.values["b"].const.tolist() == [0, 1, 2, 3]
     assert g.nodes[2].attrs["alpha"] == pytest.approx(0.01)
     assert problems(text.replace("key: bias", "key: nope"), tmp_path) == [
-        "g.yaml:8:35: tensor 'b': all.npz has no array 'nope'; it has bias"]
+        "g.yaml:8:35: tensor 'b': file 'all.npz': has no array 'nope'; it has bias"]
     rnd = GOOD.replace("value: 0.5", "random: {seed: 3, std: 2.0}")
     b = loads_yaml(rnd).values["b"].const
     np.testing.assert_array_equal(b, (np.random.default_rng(3).standard_normal(4) * 2.0).astype(np.float32))

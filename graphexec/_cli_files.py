@@ -1,0 +1,54 @@
+"""The command line's files: ``--input`` arrays read header first, and outputs that may not
+replace what the command reads or each other.
+
+A ``--save``, ``--trace``, ``--plot`` or ``--profile`` target that is the model, an input,
+the device profile, a kernels file or another output of the same command is refused
+before the run, comparing files (inodes, so hard links and symlinks count) rather than
+spellings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import numpy as np
+
+from graphexec._arrays import ArrayFileError, header, read
+from graphexec._files import check_targets
+from graphexec.errors import FeedError
+
+OUTPUTS = ("save", "trace", "plot")
+
+
+def read_input(name: str, path: str, profile: Any = None) -> np.ndarray:
+    """The array of ``--input NAME=PATH`` (.npy only), refused from its header when it holds
+    objects or needs more than the host budget or the device's memory (``profile``)."""
+    hbm = None if profile is None else (profile.name, profile.hbm_capacity_bytes)
+    try:
+        header(path, archive=False, hbm=hbm)
+        return read(path)
+    except ArrayFileError as e:
+        raise FeedError(f"--input {name}: {path}: {e}") from None
+
+
+def check_distinct(args: argparse.Namespace) -> None:
+    """Refuse an output that is a file the command reads, or the target of another output."""
+    from graphexec.profiling.export import FILES
+
+    outputs: list[tuple[str, Any, tuple[str, ...]]] = [
+        (f"--{option}", getattr(args, option), ()) for option in OUTPUTS if getattr(args, option, None)]
+    if getattr(args, "profile", None):
+        outputs.append(("--profile", args.profile, FILES))
+    if not outputs:
+        return
+    sources: list[tuple[str, Any]] = [("the model", args.model)] if getattr(args, "model", None) else []
+    for item in getattr(args, "input", None) or ():
+        name, _, path = item.partition("=")
+        sources.append((f"the input {name}", path))
+    device = getattr(args, "device", None)
+    if device and os.path.exists(device):
+        sources.append(("the device profile", device))
+    sources += [("a kernels file", path) for path in getattr(args, "kernels", None) or ()]
+    check_targets(outputs, sources)
