@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "graphexec"
 # bottom to top; packages in one layer may not import each other
 LAYERS = [
     {"errors"},
-    {"_files"},
+    {"_limits"},         # the host memory budget
+    {"_files", "_arrays"},
     {"ir"},
     {"plan"},
     {"kernels", "runtime"},
@@ -25,7 +26,7 @@ LAYERS = [
     {"profiling"},
     {"engine"},
     {"npu"},             # eager mode: tensors launched on the runtime, Module runs engine's plans
-    {"__init__", "_cli_devices", "_cli_sweep", "_cli_view"},
+    {"__init__", "_cli_devices", "_cli_files", "_cli_sweep", "_cli_view"},
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
