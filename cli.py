@@ -16,9 +16,10 @@ import numpy as np
 
 import graphexec as gx
 from graphexec import _cli_devices as cli_devices
+from graphexec import _cli_files as cli_files
 from graphexec import _cli_sweep as cli_sweep
 from graphexec import _cli_view as cli_view
-from graphexec._files import check_output, write_one
+from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
 
@@ -50,31 +51,12 @@ def _shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
-    return {name: _load_npy(name, path) for name, path in _pairs(items, "--input").items()}
+def _inputs(items: Sequence[str] | None, profile: Any = None) -> dict[str, np.ndarray]:
+    return {name: _load_npy(name, path, profile) for name, path in _pairs(items, "--input").items()}
 
 
-def _load_npy(name: str, path: str) -> np.ndarray:
-    where = f"--input {name}: {path}"
-    if os.path.exists(path) and not os.path.isfile(path):  # a pipe would block, a device never end
-        raise UsageError(f"{where}: not a regular file")
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-    except FileNotFoundError:
-        raise UsageError(f"{where}: no such file") from None
-    except OSError as e:
-        raise UsageError(f"{where}: cannot read: {e.strerror or e}") from None
-    if magic != b"\x93NUMPY":
-        raise UsageError(f"{where}: not a .npy array file (write one with numpy.save)")
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as e:
-        if "pickle" in str(e):
-            raise UsageError(f"{where}: holds Python objects, which are not loaded; save a numeric array") from None
-        raise UsageError(f"{where}: not a readable .npy array file ({e})") from None
-    except (OSError, EOFError) as e:
-        raise UsageError(f"{where}: not a readable .npy array file ({e or 'truncated'})") from None
+def _load_npy(name: str, path: str, profile: Any = None) -> np.ndarray:
+    return cli_files.read_input(name, path, profile)   # header first: objects and sizes refused before reading
 
 
 def _streams(text: str | None) -> int | str | None:
@@ -101,6 +83,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"--profile {profile}: exists and is not a folder")
         if not target.absolute().parent.is_dir():
             raise UsageError(f"--profile {profile}: folder {target.absolute().parent} does not exist")
+    cli_files.check_distinct(args)   # no output replaces the model, an input or another output
 
 
 def _savez(path: Path, arrays: dict[str, Any]) -> None:
@@ -166,7 +149,7 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
 
 
 def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:
-    feeds = _inputs(args.input)
+    feeds = _inputs(args.input, profile)
     shapes = _shapes(args.shape)
     if all(n in feeds for n in graph.inputs) and not shapes:
         return feeds
@@ -368,14 +351,18 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        load_kernels(getattr(args, "kernels", None))
-        return args.fn(args)
+        with sigterm_unwinds():   # SIGTERM unwinds like Ctrl-C: temporary files and folders are removed
+            load_kernels(getattr(args, "kernels", None))
+            return args.fn(args)
     except GraphExecError as e:
         print(f"graphexec: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader (e.g. `head`) went away: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Terminated:
+        print("graphexec: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("graphexec: interrupted", file=sys.stderr)
         return 130
