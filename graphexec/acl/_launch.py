@@ -19,7 +19,7 @@ import numpy as np
 
 from graphexec.acl._state import STATE, api
 from graphexec.kernels import registry
-from graphexec.kernels.cost import cube_dtype, node_cost
+from graphexec.kernels.cost import cube_dtype, node_cost, work
 from graphexec.runtime import codes
 from graphexec.runtime.codes import acl_error, invalid_param
 from graphexec.runtime.device import Device
@@ -168,6 +168,10 @@ def launch_kernel(kernel: str | Callable[..., Any], block_dim: int, stream: Stre
         raise invalid_param(f"block_dim must be an int in 1..{MAX_BLOCK_DIM}, got {block_dim!r}")
     if unit not in (None, "cube", "vector", "aicpu"):
         raise invalid_param(f"unit must be 'cube', 'vector' or 'aicpu', got {unit!r}")
+    try:
+        flops, bytes = (None if v is None else work(v, k) for k, v in (("flops", flops), ("bytes", bytes)))
+    except ValueError as e:
+        raise invalid_param(str(e)) from None
     dev, s = STATE.stream(stream)
     if isinstance(kernel, str):
         task = _registered(dev, s, kernel, args, attrs or {}, outputs, name)

@@ -4,11 +4,12 @@ at each of its steps (see ``engine/control.py`` for how bodies are compiled and 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphexec.errors import KernelError
+from graphexec.errors import KernelError, OutOfMemoryError
 from graphexec.ir import Node
 from graphexec.plan import Task
 from graphexec.runtime.sim import DeviceTask
@@ -16,6 +17,18 @@ from graphexec.runtime.sim import DeviceTask
 if TYPE_CHECKING:
     from graphexec.engine.control import Body, Controller
     from graphexec.engine.executor import ExecContext
+
+
+MAX_ITERATIONS_VAR = "GRAPHEXEC_MAX_LOOP_ITERATIONS"
+DEFAULT_MAX_ITERATIONS = 1_000_000
+
+
+def max_iterations() -> int:
+    """How many iterations one Loop may run (``GRAPHEXEC_MAX_LOOP_ITERATIONS``, default a
+    million): a trip count of 10**12, or a condition that never turns false, is refused
+    rather than run until killed."""
+    text = os.environ.get(MAX_ITERATIONS_VAR, "")
+    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_MAX_ITERATIONS
 
 
 def _copy(value: Any) -> Any:
@@ -82,10 +95,14 @@ class LoopRun(ControlRun):
         if self.ctx is None:
             trips = self.read(0)
             self.trips = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
+            if self.trips == np.iinfo(np.int64).max:   # how exporters write a while loop: no trip count
+                self.trips = None
             cond = self.read(1)
             self.cond = True if cond is None else _bool(cond, "condition", self.node)
             self.carried = [_copy(self.read(2 + k)) for k in range(n_carried)]
             self.scans: list[list[Any]] = []
+            self.scan_bytes = 0
+            self.limit = max_iterations()   # a large trip count alone is no error: the condition may end it
         else:
             outs = self.outputs()
             self.cond = _bool(outs[0], "body's condition output", self.node)
@@ -95,14 +112,29 @@ class LoopRun(ControlRun):
                 self.scans = [[] for _ in scans]
             for acc, v in zip(self.scans, scans):
                 acc.append(v)
+            self.scan_bytes += sum(int(getattr(v, "nbytes", 0)) for v in scans)
+            self._check_growth()
         i = self.iterations
         if self.cond and (self.trips is None or i < self.trips):
+            if i >= self.limit:
+                of = "" if self.trips is None else f" of its trip count {self.trips}"
+                raise KernelError(f"node {self.node}: still running after {i} iterations{of}, the limit "
+                                  f"(set {MAX_ITERATIONS_VAR} to allow more)")
             values = [np.array(i, np.int64), np.array(self.cond), *self.carried]
             return self.run_body(control, self.bodies[0], values, f"LabelSwitch {i}")
         n_scans = len(self.node.outputs) - n_carried
         stacked = [np.stack(acc) if acc else self._empty(k) for k, acc in enumerate(self.scans or [[]] * n_scans)]
         self.write(self.carried + stacked)
         return False
+
+    def _check_growth(self) -> None:
+        """Carried values and scan outputs live on the device: once they outgrow its HBM
+        the loop stops with the device's out-of-memory error, not the host's."""
+        held = sum(int(getattr(v, "nbytes", 0)) for v in self.carried) + self.scan_bytes
+        capacity = self.parent.device.memory.capacity
+        if held > capacity:
+            raise OutOfMemoryError(f"node {self.node}: its carried and scan values hold {held} bytes after "
+                                   f"{self.iterations} iterations, past the {capacity} bytes of device memory")
 
     def _empty(self, k: int) -> np.ndarray:
         """A scan output of a loop that ran no iteration: zero rows of the body's type."""

@@ -30,6 +30,18 @@ class Cost:
     block_dim: int
 
 
+def work(value: object, what: str) -> float:
+    """A cost figure (flops, bytes) as a float, or ValueError naming it: NaN would never
+    end on the simulated clock, infinity never start, a negative one run backwards."""
+    try:
+        v = float(value)   # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{what} must be finite and >= 0, got {value!r}")
+    return v
+
+
 def _numel(shape: tuple[int, ...] | None) -> int:
     return math.prod(shape) if shape else 1
 

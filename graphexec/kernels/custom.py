@@ -22,7 +22,7 @@ import numpy as np
 from graphexec.errors import GraphError, GraphExecError
 from graphexec.ir import TensorType
 from graphexec.kernels import registry
-from graphexec.kernels.cost import MAX_BLOCK_DIM, Cost, node_cost
+from graphexec.kernels.cost import MAX_BLOCK_DIM, Cost, node_cost, work
 
 CUSTOM_DOMAIN = "graphexec.custom"
 UNITS = ("cube", "vector", "aicpu")
@@ -171,7 +171,10 @@ def custom_cost(op: str, domain: str, c: CostInput) -> Cost | None:
                          f"unit ({', '.join(UNITS)}), block_dim")
     for key in ("flops", "bytes"):
         if key in fields:
-            fields[key] = float(fields[key])
+            try:
+                fields[key] = work(fields[key], key)
+            except ValueError as e:
+                raise GraphError(f"cost rule of {domain}::{op} returned {e}") from None
     if "block_dim" in fields:
         fields["block_dim"] = max(1, min(int(fields["block_dim"]), MAX_BLOCK_DIM))
     return dataclasses.replace(base, **fields)

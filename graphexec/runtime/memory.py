@@ -80,7 +80,12 @@ class DeviceMemory:
                                    f"{self.used} of {self.capacity} bytes of device memory in use")
         base = self._next
         self._next += _round_up(max(size, 1), ADDRESS_ALIGN)
-        self._segments[base] = Segment(base, size, np.zeros(size, dtype=np.uint8), tag, charge)
+        try:
+            data = np.zeros(size, dtype=np.uint8)
+        except (MemoryError, ValueError):   # the emulated HBM lives in host memory, which has less
+            raise OutOfMemoryError(f"cannot allocate {size} bytes for {tag or 'malloc'}: the host cannot back "
+                                   "that much emulated device memory") from None
+        self._segments[base] = Segment(base, size, data, tag, charge)
         self._bases.append(base)  # addresses only grow, so the list stays sorted
         self.used += charge
         return base
@@ -124,6 +129,8 @@ class DeviceMemory:
     def view(self, ptr: int, dtype: np.dtype | str, shape: tuple[int, ...]) -> np.ndarray:
         """A numpy view of device memory at ``ptr``."""
         dtype = np.dtype(dtype)
+        if dtype.hasobject or dtype.itemsize == 0:
+            raise invalid_value(f"device memory holds bytes, not {dtype} values")
         n = math.prod(shape) * dtype.itemsize
         return self.bytes_at(ptr, n).view(dtype).reshape(shape)
 

@@ -197,7 +197,13 @@ class Simulator:
             if head.enqueue_t > self.now:
                 self._at(head.enqueue_t, self._dirty.add, s)
                 return
-            if not self._start(head):
+            try:
+                started = self._start(head)
+            except BaseException:   # its start raised (a fault, Ctrl-C): it ends here, the clock stays usable
+                s.queue.popleft()
+                self._drop(head)
+                raise
+            if not started:
                 self._blocked.add(s)
                 return
             s.queue.popleft()
@@ -314,9 +320,15 @@ class Simulator:
         self._at(self.now + self._overhead + delay_us, self._switch, task)
 
     def _finish(self, task: DeviceTask) -> None:
+        end, result = task.end_fn, task.result
+        self._drop(task)
+        self.finished.append(task)
+        if end is not None:   # last: should it raise, the task and its stream are already done with
+            end(result)
+
+    def _drop(self, task: DeviceTask) -> None:
+        """``task`` leaves its stream now (finished, or failed at its start)."""
         task.end_t = self.now
-        if task.end_fn is not None:
-            task.end_fn(task.result)
         task.result = task.start_fn = task.end_fn = None   # done: drop the closures and data
         s = task.stream
         if s.active is task:
@@ -324,7 +336,6 @@ class Simulator:
         s.last_end = self.now
         s.pending -= 1
         self.queued -= 1
-        self.finished.append(task)
         self._dirty.add(s)
 
     @property
