@@ -200,8 +200,9 @@ def test_attention_splits_by_heads(devices, no_cost_check):
     graph = attention_block()
     feeds = _bert_feeds(graph)
     one = gx.Session(graph).run(feeds)
-    result = gx.Session(graph, devices=devices, parallel="tensor").run(feeds)
+    result = gx.Session(graph, devices=devices, parallel="tensor", check_hazards=True).run(feeds)
     np.testing.assert_allclose(result.outputs["y"], one.outputs["y"], rtol=1e-4, atol=1e-4)
+    assert result.stats.extra["hazards"] == []   # every read of a collective's result waits for it
     splits = result.stats.extra["tensor_splits"]
     assert [(x["nodes"], x["kind"], x.get("heads")) for x in splits["split"]] == [
         (["q_proj", "k_proj", "v_proj", "o_proj"], "attention heads", 8),
