@@ -33,6 +33,10 @@ class Stream:
     def __init__(self, device: Any = None, priority: int = 0, stream_id: int | None = None, **kwargs: Any) -> None:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise GraphExecError(f"Stream priority must be an int, got {priority!r}")
+        unknown = sorted(set(kwargs) - {"device_index", "device_type"})
+        if unknown:
+            raise GraphExecError(f"Stream() got unexpected argument(s) {', '.join(unknown)}; it takes device, "
+                                 "priority, stream_id, device_index, device_type")
         card = _card(kwargs.get("device_index", device))
         level = HIGH if priority < 0 else NORMAL
         if stream_id is None:

@@ -77,6 +77,14 @@ def test_wait_stream_and_query():
     assert s1.query() and z.numpy().shape == (512, 512)
 
 
+def test_stream_arguments_are_torch_npus():
+    assert npu.Stream(device_index=0, stream_id=3).stream_id == 3
+    with pytest.raises(GraphExecError, match="steam_id"):
+        npu.Stream(steam_id=1)
+    with pytest.raises(GraphExecError, match="priority"):
+        npu.Stream(priority="high")
+
+
 def test_elapsed_time_needs_timing_events():
     a, b = npu.Event(), npu.Event()
     a.record()
