@@ -75,7 +75,7 @@ def check_targets(outputs: Sequence[tuple[str, str | os.PathLike[str], Sequence[
                 reason = (f"is also the target of {other}; give each output its own name" if other.startswith("-")
                           else f"is {other}, which this command reads; an output may not replace it")
                 shown = f"{path}" if target == Path(path) else f"{path} (its {target.name})"
-                raise OutputError(f"{option} {shown}: {reason}")
+                raise OutputError(f"{option} {shown}: {reason}" if option else f"{shown}: {reason}")
             seen[key] = option
 
 

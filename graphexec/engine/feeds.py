@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from graphexec._limits import over_budget
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
 from graphexec.passes.size_check import INT64_MAX, check_fits, unholdable
@@ -100,15 +101,25 @@ def _check_size(name: str, t: TensorType, device: DeviceProfile | None) -> None:
         check_fits(f"input {name!r}", t, device)
     elif t.nbytes > INT64_MAX:
         raise FeedError(f"input {name!r} {t} needs {t.nbytes} bytes, more than int64 can count")
+    problem = over_budget(t.nbytes)
+    if problem:
+        raise FeedError(f"input {name!r} {t} {problem}")
+
+
+CHUNK = 1 << 20  # elements computed at a time: the float64 ramp never costs more than 8 MiB
 
 
 def _deterministic(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The default values, built in ``dtype`` a chunk at a time: peak memory is the array
+    itself, not a float64 ramp of twice its size (the values are the same either way)."""
     n = math.prod(shape)
-    base = np.arange(n, dtype=np.float64)
-    if dtype.kind == "f":
-        arr = (base / max(n, 1)).astype(dtype)
-    elif dtype.kind == "b":
-        arr = (base % 2).astype(bool)
-    else:
-        arr = (base % 10).astype(dtype)
-    return arr.reshape(shape)
+    out = np.empty(n, dtype=dtype)
+    for start in range(0, n, CHUNK):
+        base = np.arange(start, min(start + CHUNK, n), dtype=np.float64)
+        if dtype.kind == "f":
+            out[start:start + len(base)] = base / max(n, 1)
+        elif dtype.kind == "b":
+            out[start:start + len(base)] = base % 2
+        else:
+            out[start:start + len(base)] = base % 10
+    return out.reshape(shape)

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import zipfile
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import onnx
 import yaml
 
-from graphexec._files import Writer, check_output, write_atomic, write_one
+from graphexec._files import Writer, check_output, check_targets, write_atomic, write_one
 from graphexec.errors import ExportError
 from graphexec.frontend.onnx_meta import write_meta
 from graphexec.frontend.yaml_tensors import dtype_name, encode_attr, tensor_entry
@@ -144,6 +145,8 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
     if p.suffix not in (".onnx", ".yaml", ".yml"):
         raise ExportError(f"{p}: can write .yaml, .yml or .onnx, not {p.suffix or 'a file without a suffix'}")
     check_output(p)
+    check_targets([("", p, ())], [("the graph being converted", graph.source)] if Path(graph.source).is_file() else [])
+    graph = _device_relative_to(graph, p.absolute().parent)
     if p.suffix == ".onnx":
         model = onnx_model(graph)
         write_one(p, lambda tmp: onnx.save(model, str(tmp)))
@@ -153,6 +156,17 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
     outputs.append((p, lambda tmp: tmp.write_text(yaml_text(doc), encoding="utf-8")))  # renamed last
     write_atomic(outputs)
     return [p] + [out for out, _ in outputs[:-1]]
+
+
+def _device_relative_to(graph: Graph, folder: Path) -> Graph:
+    """The graph with its device profile path (absolute once loaded) written relative to ``folder``,
+    where the written file is: a model names its files relative to itself."""
+    device = graph.meta.get("options", {}).get("device")
+    if not device or not os.path.isabs(device):
+        return graph
+    out = copy.copy(graph)
+    out.meta = {**graph.meta, "options": {**graph.meta["options"], "device": os.path.relpath(device, folder)}}
+    return out
 
 
 def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:

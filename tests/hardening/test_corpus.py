@@ -18,6 +18,7 @@ from onnx import helper
 
 import cli
 from hardening import bad_inputs as B
+from hardening.round_two import ROUND_TWO
 
 ROOT = Path(__file__).resolve().parents[2]
 NEWEST = onnx.defs.onnx_opset_version()
@@ -273,3 +274,28 @@ def test_as_a_process_no_traceback(case, tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert (p.returncode, p.stderr) == (2, expected(args, message, tmp_path))
+
+
+@pytest.mark.parametrize("case", ROUND_TWO, ids=[c.name for c in ROUND_TWO])
+def test_issue_21_case_gives_its_line_and_exit_code(case, tmp_path, capsys):
+    """Confinement, outputs, memory and odd types (round_two.py); conftest reports them per class."""
+    args = case.make(tmp_path)
+    rc, out, err = run_cli(args, capsys)
+    assert (rc, err) == (case.rc, expected(args, case.message, tmp_path))
+    assert out == ""
+
+
+@pytest.mark.parametrize("name", ["yaml_alias_bomb", "yaml_3000_brackets", "yaml_self_alias", "onnx_meta_3000_brackets",
+                                  "default_input_16gib", "yaml_npz_header_past_budget"])
+def test_issue_21_as_a_process_no_traceback(name, tmp_path):
+    case = next(c for c in ROUND_TWO if c.name == name)
+    args = case.make(tmp_path)
+    p = subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (p.returncode, p.stderr) == (case.rc, expected(args, case.message, tmp_path))
+
+
+def test_every_class_has_its_cases():
+    counts = {cls: sum(c.cls == cls for c in ROUND_TWO) for cls in ("confinement", "outputs", "memory", "odd types")}
+    assert all(n >= 8 for n in counts.values()), counts
+    assert len({c.name for c in ROUND_TWO} | {c[0] for c in CASES}) == len(ROUND_TWO) + len(CASES)  # names unique
