@@ -33,8 +33,9 @@ def read_input(name: str, path: str, profile: Any = None) -> np.ndarray:
         raise FeedError(f"--input {name}: {path}: {e}") from None
 
 
-def check_distinct(args: argparse.Namespace) -> None:
-    """Refuse an output that is a file the command reads, or the target of another output."""
+def check_distinct(args: argparse.Namespace, graph: Any = None) -> None:
+    """Refuse an output that is a file the command reads, or the target of another output;
+    with the loaded ``graph``, the files it read too (constants, external data, its profile)."""
     from graphexec.profiling.export import FILES
 
     outputs: list[tuple[str, Any, tuple[str, ...]]] = [
@@ -51,4 +52,9 @@ def check_distinct(args: argparse.Namespace) -> None:
     if device and os.path.exists(device):
         sources.append(("the device profile", device))
     sources += [("a kernels file", path) for path in getattr(args, "kernels", None) or ()]
+    if graph is not None:
+        sources += [("a file the model reads", path) for path in graph.meta.get("files", ())]
+        profile = graph.meta.get("options", {}).get("device", "")
+        if profile.endswith((".yaml", ".yml")):
+            sources.append(("the model's device profile", profile))
     check_targets(outputs, sources)

@@ -73,7 +73,7 @@ def check_targets(outputs: Sequence[tuple[str, str | os.PathLike[str], Sequence[
             if key in seen:
                 other = seen[key]
                 reason = (f"is also the target of {other}; give each output its own name" if other.startswith("-")
-                          else f"is {other}, which this command reads; an output may not replace it")
+                          else f"is {other}; an output may not replace a file the command reads")
                 shown = f"{path}" if target == Path(path) else f"{path} (its {target.name})"
                 raise OutputError(f"{option} {shown}: {reason}" if option else f"{shown}: {reason}")
             seen[key] = option

@@ -145,13 +145,16 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
     if p.suffix not in (".onnx", ".yaml", ".yml"):
         raise ExportError(f"{p}: can write .yaml, .yml or .onnx, not {p.suffix or 'a file without a suffix'}")
     check_output(p)
-    check_targets([("", p, ())], [("the graph being converted", graph.source)] if Path(graph.source).is_file() else [])
+    sources = [("the graph being converted", graph.source)] if Path(graph.source).is_file() else []
+    sources += [("a file the graph was read from", f) for f in graph.meta.get("files", ())]
     graph = _device_relative_to(graph, p.absolute().parent)
     if p.suffix == ".onnx":
+        check_targets([("", p, ())], sources)
         model = onnx_model(graph)
         write_one(p, lambda tmp: onnx.save(model, str(tmp)))
         return [p]
     doc, arrays = yaml_data(graph, p.with_suffix(".npz").name)
+    check_targets([("", p, ())] + ([("", p.with_suffix(".npz"), ())] if arrays else []), sources)
     outputs: list[tuple[Path, Writer]] = [(p.with_suffix(".npz"), lambda tmp: _savez(tmp, arrays))] if arrays else []
     outputs.append((p, lambda tmp: tmp.write_text(yaml_text(doc), encoding="utf-8")))  # renamed last
     write_atomic(outputs)

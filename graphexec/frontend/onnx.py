@@ -34,6 +34,11 @@ from graphexec.ir.onnx_proto import tensor_type
 
 def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     """Read an ONNX file with its external data, or raise ModelLoadError naming it."""
+    return read_model_files(path)[0]
+
+
+def read_model_files(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list[Path]]:
+    """:func:`read_model`, and the external data files it read."""
     p = Path(path)
     if not p.exists():
         raise ModelLoadError(f"{p}: no such file")
@@ -48,8 +53,7 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     if not data:
         raise ModelLoadError(f"{p}: the file is empty")
     model = parse_model(data, str(p))
-    load_external_data(model, p.parent, str(p))
-    return model
+    return model, load_external_data(model, p.parent, str(p))
 
 
 def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
@@ -211,4 +215,8 @@ def load_onnx(src: Any) -> Graph:
         return from_onnx(src, src.graph.name or "<model>")
     if isinstance(src, (bytes, bytearray)):
         return from_onnx(parse_model(bytes(src)), "<bytes>")
-    return from_onnx(read_model(src), str(src), Path(src).parent)
+    model, files = read_model_files(src)
+    graph = from_onnx(model, str(src), Path(src).parent)
+    if files:
+        graph.meta["files"] = [str(f) for f in files]  # what the model read: outputs may not replace them
+    return graph

@@ -23,8 +23,10 @@ from graphexec.errors import ModelLoadError
 MAX_SUBGRAPH_DEPTH = 24
 
 
-def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> None:
-    """Read every tensor's external data from files in ``folder``, or name the one that fails."""
+def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> list[Path]:
+    """Read every tensor's external data from files in ``folder``, or name the one that fails;
+    returns the files read (no output may replace them)."""
+    files: list[Path] = []
     for tensor in ext._get_all_tensors(model):
         if not ext.uses_external_data(tensor):
             continue
@@ -48,11 +50,13 @@ def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> None
         if problem:
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: its dims declare {list(tensor.dims)}, "
                                  f"which {problem}; the external data is not read")
+        files.append(path)
         try:
             ext.load_external_data_for_tensor(tensor, str(folder))
         except (OSError, ValueError, onnx.checker.ValidationError) as e:
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: cannot read external data "
                                  f"from {location!r}: {e}") from None
+    return files
 
 
 def check_initializer_dims(tensor: onnx.TensorProto, where: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import onnx
 
+from graphexec._files import inside
 from graphexec.frontend.opcheck import make_node
 from graphexec.frontend.options import plain_schedule, settle_options
 from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
@@ -70,6 +71,8 @@ def _tensors(spec: GraphSpec, graph: Graph, out: Collector, base: FsPath) -> Non
         field, arr, problem = constant(name, t, base)
         if problem:
             out.add(("tensors", name, field), problem)
+        elif t.file is not None:  # what the model read: outputs may not replace it
+            graph.meta.setdefault("files", []).append(str(inside(base, t.file)))
         graph.values[name] = Value(name, tensor_type(t) if arr is None else TensorType(arr.dtype, arr.shape), arr)
     for i, name in enumerate(spec.inputs):
         v = graph.values.get(name)

@@ -113,6 +113,19 @@ def _initializer(dims: list[int]) -> Make:
                                                          initializers=[t]))]
 
 
+def _yaml_with_npz(d: Path) -> Path:
+    np.savez(_folder(d) / "w.npz", w=np.ones((2, 3), np.float32))
+    return _yaml_const("file: w.npz")(d)[1]
+
+
+def _yaml_with_big_npz(d: Path) -> Path:
+    """A YAML graph whose 20x30 constant lives in w.npz: converted to w.yaml it would go to w.npz."""
+    np.savez(_folder(d) / "w.npz", w=np.ones((20, 30), np.float32))
+    text = B.yaml_graph("  - {name: act, op: Relu, inputs: [x], outputs: [y]}\n",
+                        {"shape: [2, 3]}\n": "shape: [2, 3]}\n  w: {dtype: float32, shape: [20, 30], file: w.npz}\n"})
+    return B.write(_folder(d), "g.yaml", text + "  - {name: keep, op: Relu, inputs: [w], outputs: [z]}\n")
+
+
 def _bomb(levels: int = 9) -> str:
     """The "billion laughs": each anchor a list of nine aliases of the previous one."""
     lines = ['lol0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -123,7 +136,7 @@ def _bomb(levels: int = 9) -> str:
 OUTSIDE = "is outside the model's folder {d}/m"
 W = "{d}/m/g.yaml:7:38: tensor 'w': "
 NOT_REGULAR = "exists and is not a regular file (a device, a pipe or a socket); give a file name"
-READS = "which this command reads; an output may not replace it"
+READS = "an output may not replace a file the command reads"
 SCHED = {"streams": [{"name": "s", "priority": 0, "tasks": [{"run": "act"}]}]}
 
 CONFINEMENT = [
@@ -165,16 +178,16 @@ OUTPUTS = [
     Case("outputs", "trace_fifo", _with(lambda d: os.mkfifo(d / "t.json"), _relu("--trace", "{d}/t.json")),
          "--trace {d}/t.json: " + NOT_REGULAR),
     Case("outputs", "trace_is_the_model", _relu("--trace", "{d}/relu.onnx"),
-         "--trace {d}/relu.onnx: is the model, " + READS),
+         "--trace {d}/relu.onnx: is the model; " + READS),
     Case("outputs", "save_is_the_input", _relu_input("--save", "{d}/x.npy"),
-         "--save {d}/x.npy: is the input x, " + READS),
+         "--save {d}/x.npy: is the input x; " + READS),
     Case("outputs", "save_hard_link_to_the_model",
          _with(lambda d: (B.write(d, "relu.onnx", B.relu_model()), os.link(d / "relu.onnx", d / "o.npz")),
                _relu("--save", "{d}/o.npz")),
-         "--save {d}/o.npz: is the model, " + READS),
+         "--save {d}/o.npz: is the model; " + READS),
     Case("outputs", "trace_symlink_to_the_input",
          _with(lambda d: (d / "t.json").symlink_to(d / "x.npy"), _relu_input("--trace", "{d}/t.json")),
-         "--trace {d}/t.json: is the input x, " + READS),
+         "--trace {d}/t.json: is the input x; " + READS),
     Case("outputs", "save_and_trace_one_file", _relu("--save", "{d}/o", "--trace", "{d}/o"),
          "--trace {d}/o: is also the target of --save; give each output its own name"),
     Case("outputs", "trace_inside_profile", _with(lambda d: (d / "p").mkdir(),
@@ -182,11 +195,19 @@ OUTPUTS = [
          "--profile {d}/p (its timeline.json): is also the target of --trace; give each output its own name"),
     Case("outputs", "save_is_the_device_profile",
          lambda d: _relu("--device", str(B.device_profile(d)), "--save", "{d}/device.yaml")(d),
-         "--save {d}/device.yaml: is the device profile, " + READS),
+         "--save {d}/device.yaml: is the device profile; " + READS),
     Case("outputs", "profile_is_a_file", _relu("--profile", "{d}/relu.onnx"),
          "--profile {d}/relu.onnx: exists and is not a folder"),
     Case("outputs", "convert_onto_itself", lambda d: ["convert", B.write(d, "m.onnx", B.relu_model()), d / "m.onnx"],
-         "{d}/m.onnx: is the graph being converted, " + READS),
+         "{d}/m.onnx: is the graph being converted; " + READS),
+    Case("outputs", "save_over_the_models_npz", lambda d: ["run", _yaml_with_npz(d), "--save", d / "m" / "w.npz"],
+         "--save {d}/m/w.npz: is a file the model reads; " + READS),
+    Case("outputs", "trace_over_external_data",
+         lambda d: (B.write(_folder(d), "w.bin", np.ones(6, np.float32).tobytes()),
+                    _external(d, "w.bin", [2, 3]) + ["--trace", d / "m" / "w.bin"])[1],
+         "--trace {d}/m/w.bin: is a file the model reads; " + READS),
+    Case("outputs", "convert_npz_over_the_models_npz", lambda d: ["convert", _yaml_with_big_npz(d), d / "m" / "w.yaml"],
+         "{d}/m/w.npz: is a file the graph was read from; " + READS),
 ]
 
 MEMORY = [
