@@ -96,6 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_outputs(args)
     graph = gx.load(args.model)
+    cli_files.check_distinct(args, graph)   # nor a file the model read (its .npz, external data)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
                          launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
                          microbatches=args.microbatches, system=args.system, compute=not args.timing_only)
@@ -167,6 +168,7 @@ def _stream_list(text: str) -> list[int | str]:
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_outputs(args)
     graph = gx.load(args.model)
+    cli_files.check_distinct(args, graph)
     feeds = _feeds_for(graph, args, gx.Session(graph, streams=1, device=args.device).profile)
     if args.devices:   # one row per card count (graphexec/_cli_devices.py)
         return cli_devices.compare(args, graph, feeds, lambda draw: write_one(args.plot, draw))
