@@ -6,7 +6,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +155,41 @@ def test_disk_full_is_one_line_and_leaves_nothing(model, tmp_path, monkeypatch, 
     rc, _, err = run_cli(["run", model, "--save", out], capsys)
     assert (rc, err) == (2, f"graphexec: error: {out}: cannot write: No space left on device\n")
     assert out.read_bytes() == OLD and _listing(tmp_path) == ["o.npz", "relu.onnx"]
+
+
+STALL = """
+import sys, time
+sys.path[:0] = [{root!r}]
+import cli
+import graphexec.profiling.export as export
+
+def stall(*args, **kwargs):
+    open({ready!r}, "w").close()   # the temporary profile folder exists now
+    time.sleep(60)
+
+export.write_csv = stall
+sys.exit(cli.main(["run", {model!r}, "--profile", {prof!r}]))
+"""
+
+
+@pytest.mark.parametrize("sig,rc,line", [(signal.SIGTERM, 143, "graphexec: terminated\n"),
+                                         (signal.SIGINT, 130, "graphexec: interrupted\n")])
+def test_signal_during_profile_leaves_no_temporary_folder(sig, rc, line, model, tmp_path):
+    """SIGTERM unwinds as Ctrl-C does: the half-written profile folder is removed, nothing else is left."""
+    ready = tmp_path / "ready"
+    code = STALL.format(root=str(Path(cli.__file__).parent), ready=str(ready), model=str(model),
+                        prof=str(tmp_path / "prof"))
+    p = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        for _ in range(1200):
+            if ready.exists() or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), p.stderr.read() if p.poll() is not None else "the run never reached the profile"
+        assert [n for n in _listing(tmp_path) if n.startswith(".prof-")]  # the temporary folder is there
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert (p.returncode, err) == (rc, line)
+    assert _listing(tmp_path) == ["ready", "relu.onnx"]
