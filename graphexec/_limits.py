@@ -3,12 +3,17 @@ checked against before the bytes are spent.
 
 ``GRAPHEXEC_HOST_BUDGET`` (bytes) sets it; by default it is half of this machine's physical
 memory, so a hostile header or declaration is refused with one line instead of ending in
-MemoryError (or the kernel's OOM killer) halfway through a load.
+MemoryError (or the kernel's OOM killer) halfway through a load. :class:`BoundedLoader`
+does the same for YAML: an alias bomb, a self-referencing alias or nesting that would
+recurse past Python's limit is refused while the document is composed.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import yaml
 
 from graphexec.errors import GraphExecError
 
@@ -44,3 +49,54 @@ def over_budget(nbytes: int, hbm: tuple[str, int] | None = None) -> str | None:
     if nbytes > budget:
         return f"needs {nbytes} bytes, more than the host budget of {budget} bytes ({source})"
     return None
+
+
+MAX_NESTING = 100  # levels of lists and mappings; composing recurses, so a bound keeps it finite
+ALIAS_EXTRA_MAX = 100_000  # nodes that aliases may add beyond those the text itself holds
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses what would make a walk over the document endless or huge: nesting past
+    MAX_NESTING, an alias inside the node it names (a cycle), and aliases that expand the
+    document by more than ALIAS_EXTRA_MAX nodes (a "billion laughs" bomb). Each node's
+    expanded size is counted as it is composed, so nothing is expanded to find out."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = self._composed = 0
+        self._open: set[str] = set()  # anchors of the nodes being composed
+        self._size: dict[int, int] = {}  # id(node) -> nodes it stands for once aliases are expanded
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
+                raise _refused(f"the alias *{event.anchor} is used inside the node it names, so the "
+                               "document would contain itself", event.start_mark)
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_NESTING:
+            raise _refused(f"lists and mappings nest more than {MAX_NESTING} levels deep", event.start_mark)
+        if event.anchor is not None:
+            self._open.add(event.anchor)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            self._open.discard(event.anchor or "")
+        self._count(node)
+        return node
+
+    def _count(self, node: yaml.Node) -> None:
+        self._composed += 1
+        children = node.value if isinstance(node, yaml.SequenceNode) else (
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
+        size = 1 + sum(self._size.get(id(c), 1) for c in children)
+        self._size[id(node)] = size
+        if size > self._composed + ALIAS_EXTRA_MAX:
+            raise _refused(f"aliases expand this node to {size} nodes, more than {ALIAS_EXTRA_MAX} beyond "
+                           "what the file holds (an alias bomb)", node.start_mark)
+
+
+def _refused(problem: str, mark: Any) -> yaml.MarkedYAMLError:
+    return yaml.MarkedYAMLError(problem=problem, problem_mark=mark)

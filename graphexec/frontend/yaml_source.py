@@ -13,59 +13,15 @@ from typing import Any
 
 import yaml
 
+from graphexec._limits import ALIAS_EXTRA_MAX, MAX_NESTING, BoundedLoader
+
+__all__ = ["ALIAS_EXTRA_MAX", "MAX_NESTING", "Problem", "Source", "parse", "render_path"]
+
 Path = tuple[str | int, ...]
 
 
-MAX_NESTING = 100  # levels of lists and mappings; composing recurses, so a bound keeps it finite
-ALIAS_EXTRA_MAX = 100_000  # nodes that aliases may add beyond those the text itself holds
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``1e-5`` as a float (YAML 1.2), as people write epsilons, and
-    refuses what would make a walk over the document endless or huge: nesting past
-    MAX_NESTING, an alias inside the node it names (a cycle), and aliases that expand the
-    document by more than ALIAS_EXTRA_MAX nodes (a "billion laughs" bomb). Each node's
-    expanded size is counted as it is composed, so nothing is expanded to find out."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = self._composed = 0
-        self._open: set[str] = set()  # anchors of the nodes being composed
-        self._size: dict[int, int] = {}  # id(node) -> nodes it stands for once aliases are expanded
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            if event.anchor in self._open:
-                raise _refused(f"the alias *{event.anchor} is used inside the node it names, so the "
-                               "document would contain itself", event.start_mark)
-            return super().compose_node(parent, index)
-        self._depth += 1
-        if self._depth > MAX_NESTING:
-            raise _refused(f"lists and mappings nest more than {MAX_NESTING} levels deep", event.start_mark)
-        if event.anchor is not None:
-            self._open.add(event.anchor)
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-            self._open.discard(event.anchor or "")
-        self._count(node)
-        return node
-
-    def _count(self, node: yaml.Node) -> None:
-        self._composed += 1
-        children = node.value if isinstance(node, yaml.SequenceNode) else (
-            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else [])
-        size = 1 + sum(self._size.get(id(c), 1) for c in children)
-        self._size[id(node)] = size
-        if size > self._composed + ALIAS_EXTRA_MAX:
-            raise _refused(f"aliases expand this node to {size} nodes, more than {ALIAS_EXTRA_MAX} beyond "
-                           "what the file holds (an alias bomb)", node.start_mark)
-
-
-def _refused(problem: str, mark: Any) -> yaml.MarkedYAMLError:
-    return yaml.MarkedYAMLError(problem=problem, problem_mark=mark)
+class _Loader(BoundedLoader):
+    """The bounded SafeLoader that also reads ``1e-5`` as a float (YAML 1.2), as people write epsilons."""
 
 
 _EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")

@@ -119,3 +119,16 @@ def test_outputs_that_differ_are_written(tmp_path, capsys):
                           "--trace", tmp_path / "t.json", "--profile", tmp_path / "p"], capsys)
     assert rc == 0, err
     np.testing.assert_array_equal(np.load(tmp_path / "o.npz")["y"], np.maximum(X["x"], 0))
+
+
+def test_the_bounded_loader_serves_any_yaml_file():
+    """BoundedLoader is a SafeLoader for yaml.load (device and system files can use it too)."""
+    import yaml
+
+    from graphexec._limits import BoundedLoader
+    from hardening.round_two import _bomb
+
+    assert yaml.load("a: &x [1, 2]\nb: *x\n", Loader=BoundedLoader) == {"a": [1, 2], "b": [1, 2]}
+    for text in (_bomb(), "a: &x [*x]\n", "a: " + "[" * 500 + "]" * 500):
+        with pytest.raises(yaml.MarkedYAMLError):
+            yaml.load(text, Loader=BoundedLoader)
