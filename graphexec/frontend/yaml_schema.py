@@ -113,7 +113,8 @@ class ScheduleSpec(_Strict):
 class OptionsSpec(_Strict):
     """Device and session options the graph asks for."""
 
-    device: Name | None = Field(None, description="built-in profile name or a profile .yaml path")
+    device: Name | None = Field(None, description="built-in profile name, or a profile .yaml path relative to "
+                                                  "the graph file and inside its folder")
     streams: Annotated[Annotated[int, Field(ge=1)] | Literal["auto"] | None,
                        _one_error("must be an int >= 1 or 'auto'")] = None
     policy: Name | None = None
