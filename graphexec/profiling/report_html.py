@@ -97,6 +97,20 @@ def _idle(d: dict[str, Any] | None) -> str:
     return _table(["stream", "idle (us)", "host wait (us)", "kernel wait (us)", "other (us)"], rows, "idle") + path
 
 
+def _launches(d: dict[str, Any] | None) -> str:
+    """HTA's short-kernel launch statistics and the queue-length summary per stream."""
+    a = (d or {}).get("analyses", {})
+    if not a.get("launch"):
+        return ""
+    lc = a["launch"]
+    text = (f"<p>{int(lc['kernels'])} kernels, {int(lc['short_kernels'])} shorter than their host launch "
+            f"({lc['short_kernel_us']:,.1f} us in all); median kernel {lc['median_kernel_us']:,.2f} us, launch "
+            f"delay mean {lc['mean_launch_delay_us']:,.2f} us, max {lc['max_launch_delay_us']:,.2f} us</p>")
+    rows = [[f"stream {s}", f"{q['mean']:.2f}", int(q["max"]), f"{q['blocked_us']:.3f}", "yes" if q["full"] else ""]
+            for s, q in sorted(a.get("queues", {}).items(), key=lambda kv: int(kv[0]))]
+    return text + _table(["stream", "mean queue", "max queue", "host blocked (us)", "filled"], rows, "queues")
+
+
 def _ops(rows: list[dict[str, Any]]) -> str:
     cols = [c for c in OP_COLUMNS if rows and c in rows[0]]
     return _table(cols, [[r.get(c, "") for c in cols] for r in rows], "sortable ops")
@@ -123,6 +137,7 @@ def render(view: View) -> str:
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),
              "<h2>Diagnosis: causes ranked by measured gain</h2>", _diagnosis(view.diagnosis),
              "<h2>Idle time per stream</h2>", _idle(view.diagnosis),
+             "<h2>Launches and queues</h2>", _launches(view.diagnosis),
              f"<h2>Operators ({len(view.rows)})</h2><p>click a column to sort</p>", _ops(view.rows), _runs(view.runs)]
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f"<style>{STYLE}</style></head><body>{''.join(parts)}<script>{SORT_JS}</script></body></html>")

@@ -68,6 +68,8 @@ def test_the_dom_holds_the_runs_numbers(report):
     first = diagnosis["causes"][0]
     assert f"<b>{first['reason']}</b>" in dom and f"{first['gain']:.2f}x" in dom
     assert dom.count("<svg") >= 3                                             # utilization, queue, Gantt
+    launch = diagnosis["analyses"]["launch"]
+    assert f"{int(launch['kernels'])} kernels, {int(launch['short_kernels'])} shorter than their host launch" in dom
     assert len(re.findall(r"<tr>", dom.split('class="sortable ops"')[1].split("</table>")[0])) == 1 + 13
     assert console(p.stderr) == [], console(p.stderr)
 
