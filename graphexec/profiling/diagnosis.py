@@ -190,8 +190,9 @@ def _compute(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experim
 
 def _host(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment) -> str:
     return (f"host-bound: the host blocked {n['host_blocked_us']:,.1f} us on full command queues (depth "
-            f"{profile.queue_depth}) while other streams starved; if it never blocked {_took(n, 'host')}. Launch "
-            f"in an order that interleaves the streams, use deeper queues, or launch the graph as one (graph mode).")
+            f"{profile.queue_depth}), so it could not launch ahead of the device; if it never blocked "
+            f"{_took(n, 'host')}. Use deeper queues, launch in an order that interleaves the streams, or launch "
+            f"the graph as one (graph mode).")
 
 
 MESSAGES = {"memory": _memory, "launch": _launch, "dispatch": _dispatch, "dependency": _dependency,

@@ -62,15 +62,34 @@ def _why_started(t: Any, prev: dict[int, Any], launches: dict[int, Any]) -> tupl
     return "start", None
 
 
+def _host_back(lc: Any, launches: list[Any], index: dict[int, int], done: list[Any]) -> tuple[float, int, Any]:
+    """Walk back along the host from launch ``lc``: launches run one after another until
+    one waited for room in a full queue (a device task's end released it). Returns (host
+    launch time on the path, queue blocks (0 or 1), the device task that released it or None)."""
+    host = 0.0
+    while True:
+        host += lc.end - lc.start
+        i = index[id(lc)]
+        before = launches[i - 1] if i > 0 else None
+        if before is not None and before.end >= lc.start - EPS:
+            lc = before
+            continue
+        freed = [d for d in done if d.stream.id == lc.task.stream.id and abs(d.end_t - lc.start) <= EPS]
+        return host, int(bool(freed)), (freed[0] if freed else None)
+
+
 def critical_path(tasks: list[Any], launches: list[Any]) -> dict[str, Any]:
     """The chain of tasks and edges that set the makespan, walked back from the last end.
 
-    Edge types follow HTA's: kernel time on the path, launch delay (the task waited for
-    its launch), sync (an event record on another stream), stream order, and the gaps
-    between (waiting for cores or the device's dispatch overhead)."""
+    Edge types follow HTA's: kernel time on the path, launch (the task waited for the host
+    to launch it, and the host for the launches before it), queue (a launch waited for a
+    full queue to drain), sync (an event record on another stream), stream order, and the
+    gaps between (waiting for cores or the device's dispatch overhead)."""
     done = [t for t in tasks if t.start_t is not None and t.end_t is not None]
+    out: dict[str, Any] = {"tasks": [], "kernel_us": 0.0, "launch_us": 0.0, "queue_blocks": 0, "sync_edges": 0,
+                           "gap_us": 0.0}
     if not done:
-        return {"tasks": [], "kernel_us": 0.0, "launch_us": 0.0, "sync_edges": 0, "gap_us": 0.0}
+        return out
     prev: dict[int, Any] = {}
     last: dict[int, Any] = {}
     for d in sorted(done, key=lambda d: (d.start_t, d.seq)):
@@ -78,23 +97,27 @@ def critical_path(tasks: list[Any], launches: list[Any]) -> dict[str, Any]:
             prev[id(d)] = last[d.stream.id]
         last[d.stream.id] = d
     by_task = {id(lc.task): lc for lc in launches}
+    index = {id(lc): i for i, lc in enumerate(launches)}
     t: Any = max(work(done) or done, key=lambda d: (d.end_t, d.seq))
-    path, kernel = [], 0.0
-    launch_us = gap = 0.0
-    sync = 0
-    while t is not None:
-        path.append(t.name)
-        kernel += (t.end_t - t.start_t) if t.kind in ("kernel", "memcpy") else 0.0
-        edge, src = _why_started(t, prev, by_task)
-        if edge == "launch":
-            launch_us += max(0.0, t.start_t - src.start)
+    for _ in range(2 * len(done) + 1):   # every step goes to an earlier task: this bounds the walk
+        if t is None:
             break
+        out["tasks"].append(t.name)
+        out["kernel_us"] += (t.end_t - t.start_t) if t.kind in ("kernel", "memcpy") else 0.0
+        edge, src = _why_started(t, prev, by_task)
         if edge == "start":
             break
-        sync += edge == "sync"
-        gap += max(0.0, t.start_t - src.end_t)
+        if edge == "launch":
+            out["gap_us"] += max(0.0, t.start_t - src.end)
+            host, blocked, t = _host_back(src, launches, index, done)
+            out["launch_us"] += host
+            out["queue_blocks"] += blocked
+            continue
+        out["sync_edges"] += edge == "sync"
+        out["gap_us"] += max(0.0, t.start_t - src.end_t)
         t = src
-    return {"tasks": path[::-1], "kernel_us": kernel, "launch_us": launch_us, "sync_edges": sync, "gap_us": gap}
+    out["tasks"].reverse()
+    return out
 
 
 def launch_stats(tasks: list[Any], launches: list[Any], graph_mode: bool) -> dict[str, float]:

@@ -93,7 +93,8 @@ def _idle(d: dict[str, Any] | None) -> str:
              f"{v['other_us']:.3f}"] for s, v in sorted(idle.items(), key=lambda kv: int(kv[0]))]
     cp = d["analyses"].get("critical_path", {}) if d else {}
     path = (f"<p>critical path: {len(cp.get('tasks', []))} tasks, {cp.get('kernel_us', 0):,.1f} us in kernels, "
-            f"{cp.get('sync_edges', 0)} sync edges, {cp.get('launch_us', 0):,.1f} us launch delay</p>") if cp else ""
+            f"{cp.get('sync_edges', 0)} sync edges, {cp.get('launch_us', 0):,.1f} us in host launches, "
+            f"{cp.get('queue_blocks', 0)} waits for a full queue</p>") if cp else ""
     return _table(["stream", "idle (us)", "host wait (us)", "kernel wait (us)", "other (us)"], rows, "idle") + path
 
 

@@ -105,10 +105,15 @@ def test_hta_analyses_add_up():
     assert idle["idle_us"] == pytest.approx(idle["host_wait_us"] + idle["kernel_wait_us"] + idle["other_us"])
     assert idle["idle_us"] == pytest.approx(r.stats.device_idle_us, rel=1e-6)   # one stream: the device's idle
     assert idle["host_wait_us"] > 0.9 * idle["idle_us"]                         # every gap waits on a launch
-    cp = a["critical_path"]
-    assert cp["tasks"][-1] == "op19" and cp["kernel_us"] <= r.stats.makespan_us + 1e-6
+    cp = a["critical_path"]   # every kernel, each behind a launch that waited for the one before to finish
+    assert cp["tasks"] == [f"op{i}" for i in range(20)] and cp["queue_blocks"] == 19
+    launch = shallow_queues().launch_cost_us   # the path starts at the host's first launch, before the device
+    assert cp["kernel_us"] + cp["launch_us"] + cp["gap_us"] == pytest.approx(r.stats.makespan_us + launch)
+    _, r = _run(tiny_chain(), launch="host")   # deep queues: the host's 60 launches are the path
+    cp = r.diagnosis.analyses["critical_path"]
+    assert len(cp["tasks"]) == 1 and cp["launch_us"] == pytest.approx(60 * launch) and cp["queue_blocks"] == 0
     assert a["queues"]["0"]["max"] == 1 and a["queues"]["0"]["blocked_us"] > 0
-    assert a["launch"]["kernels"] == 20
+    assert a["launch"]["kernels"] == 20 and a["launch"]["short_kernels"] == 0
 
 
 def test_advisor_thresholds_are_in_the_numbers():
