@@ -62,7 +62,8 @@ def _why_started(t: Any, prev: dict[int, Any], launches: dict[int, Any]) -> tupl
     return "start", None
 
 
-def _host_back(lc: Any, launches: list[Any], index: dict[int, int], done: list[Any]) -> tuple[float, int, Any]:
+def _host_back(lc: Any, launches: list[Any], index: dict[int, int],
+               ends: dict[tuple[int, float], Any]) -> tuple[float, int, Any]:
     """Walk back along the host from launch ``lc``: launches run one after another until
     one waited for room in a full queue (a device task's end released it). Returns (host
     launch time on the path, queue blocks (0 or 1), the device task that released it or None)."""
@@ -74,8 +75,8 @@ def _host_back(lc: Any, launches: list[Any], index: dict[int, int], done: list[A
         if before is not None and before.end >= lc.start - EPS:
             lc = before
             continue
-        freed = [d for d in done if d.stream.id == lc.task.stream.id and abs(d.end_t - lc.start) <= EPS]
-        return host, int(bool(freed)), (freed[0] if freed else None)
+        freed = ends.get((lc.task.stream.id, round(lc.start, 6)))
+        return host, int(freed is not None), freed
 
 
 def critical_path(tasks: list[Any], launches: list[Any]) -> dict[str, Any]:
@@ -98,6 +99,7 @@ def critical_path(tasks: list[Any], launches: list[Any]) -> dict[str, Any]:
         last[d.stream.id] = d
     by_task = {id(lc.task): lc for lc in launches}
     index = {id(lc): i for i, lc in enumerate(launches)}
+    ends = {(d.stream.id, round(d.end_t, 6)): d for d in sorted(done, key=lambda d: -d.seq)}   # first task wins
     t: Any = max(work(done) or done, key=lambda d: (d.end_t, d.seq))
     for _ in range(2 * len(done) + 1):   # every step goes to an earlier task: this bounds the walk
         if t is None:
@@ -109,7 +111,7 @@ def critical_path(tasks: list[Any], launches: list[Any]) -> dict[str, Any]:
             break
         if edge == "launch":
             out["gap_us"] += max(0.0, t.start_t - src.end)
-            host, blocked, t = _host_back(src, launches, index, done)
+            host, blocked, t = _host_back(src, launches, index, ends)
             out["launch_us"] += host
             out["queue_blocks"] += blocked
             continue
