@@ -41,46 +41,59 @@ def raise_faults(card: Card) -> None:
 
 
 class _Kernel:
-    """One launched op's math: read and compute at the task's start, store at its end.
+    """One launched op's math: read and compute at the task's start (it is the task's
+    ``start_fn``), store at its end (``_store``, given what the start returned).
 
-    An object with slots rather than closures: a closure per op carries a cell per free
-    variable, and these objects are made once per eager op (the garbage collector counts them).
+    An object with slots, one per op, and no closures or bound methods: ops wait in the
+    command queues by the thousand, and every object they hold is one more for each pass
+    of the garbage collector.
     """
 
     __slots__ = ("plan", "ins", "outs", "index")
 
-    def __init__(self, plan: OpPlan, ins: list[np.ndarray], outs: list[np.ndarray], index: int) -> None:
-        self.plan, self.ins, self.outs, self.index = plan, ins, outs, index
+    def __init__(self, plan: OpPlan, ins: Any, outs: Any, index: int) -> None:
+        self.plan, self.ins, self.outs, self.index = plan, ins, outs, index   # each one array, or a list
 
-    def start(self) -> Any:
-        plan = self.plan
+    def __call__(self) -> Any:
+        plan, ins = self.plan, self.ins
         values = dict(plan.consts)
-        values.update(zip(plan.inputs, self.ins))
+        if type(ins) is np.ndarray:
+            values[plan.inputs[0]] = ins
+        else:
+            values.update(zip(plan.inputs, ins))
         try:
-            return plan.runner(values, None)
+            return self, plan.runner(values, None)
         except Exception as exc:   # a kernel fault: reported at the next synchronize
             FAULTS.setdefault(self.index, []).append((plan.op, exc))
             return None
 
-    def end(self, result: Any) -> None:
-        if result is not None:
-            for (name, _, _), view in zip(self.plan.outputs, self.outs):
-                view[...] = result[name]
+
+def _store(done: Any) -> None:
+    """A kernel's end: its outputs into their device bytes."""
+    if done is None:
+        return
+    k, result = done
+    outputs = k.plan.outputs
+    if type(k.outs) is np.ndarray:
+        k.outs[...] = result[outputs[0][0]]
+        return
+    for (name, _, _), view in zip(outputs, k.outs):
+        view[...] = result[name]
 
 
-def kernel(card: Card, stream: RtStream, plan: OpPlan, ins: list[np.ndarray], outs: list[np.ndarray],
-           reads: Any, writes: Any) -> None:
-    """Launch ``plan``'s kernel reading ``ins`` and writing ``outs`` (views of device memory)."""
+def kernel(card: Card, stream: RtStream, plan: OpPlan, ins: Any, outs: Any, reads: Any, writes: Any) -> None:
+    """Launch ``plan``'s kernel reading ``ins`` and writing ``outs`` (views of device memory:
+    each one array, or a list of them)."""
     k = _Kernel(plan, ins, outs, card.index)
     dev = card.device
     if STATE.capture is None:
         dev.launch(DeviceTask("kernel", stream, plan.op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                              plan.dtype, "d2d", None, k.start, k.end, plan.meta, reads, writes))
+                              plan.dtype, "d2d", None, k, _store, plan.meta, reads, writes))
         return
 
     def launch() -> None:   # each replay launches a task of its own
         dev.launch(DeviceTask("kernel", stream, plan.op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                              plan.dtype, "d2d", None, k.start, k.end, plan.meta, reads, writes))
+                              plan.dtype, "d2d", None, k, _store, plan.meta, reads, writes))
 
     STATE.capture.record(card, launch)
 

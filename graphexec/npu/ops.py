@@ -85,7 +85,7 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
         _, dt, shape = plan.outputs[0]
         store = Storage(card, plan.nbytes, stream)
         out = np.ndarray(shape, dt, store.bytes)
-        _launch.kernel(card, stream, plan, arrs, [out], (), ())
+        _launch.kernel(card, stream, plan, arrs[0] if len(arrs) == 1 else arrs, out, (), ())
         return Tensor(out, store)
     return _general(op, args, attrs, outputs)
 
