@@ -93,3 +93,20 @@ def test_a_bad_output_path_is_one_warning_and_the_results_stay(tmp_path):
 def test_off_writes_nothing(tmp_path):
     p = _run(tmp_path, {"ASCEND_PROFILING_ENABLED": "0", "ASCEND_PROFILING_OUTPUT_PATH": str(tmp_path / "o")})
     assert p.returncode == 0 and not (tmp_path / "o").exists()
+
+
+def test_an_eager_program_is_profiled_too(tmp_path):
+    script = tmp_path / "eager.py"
+    script.write_text(textwrap.dedent("""
+        import graphexec.npu as npu
+        x = npu.randn(64, 64).npu()
+        y = npu.ops.relu(x @ x)
+        print(float(y.cpu().numpy().sum()) >= 0)
+    """))
+    env = {**os.environ, "ASCEND_PROFILING_ENABLED": "1", "ASCEND_PROFILING_OUTPUT_PATH": str(tmp_path / "out")}
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "True" and p.stderr == "", p.stderr
+    (prof,) = list((tmp_path / "out").iterdir())
+    rows = _rows(next((prof / "mindstudio_profiler_output").glob("op_summary_*.csv")))
+    assert {r["Model Name"] for r in rows} == {"eager"}
+    assert [r["OP Type"] for r in rows if r["Task Type"] != "MEMCPY_ASYNC"] == ["MatMul", "Relu"]
