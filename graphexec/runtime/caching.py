@@ -100,7 +100,7 @@ class Counters:
     POOLS = ("all", "small_pool", "large_pool")
 
     def __init__(self) -> None:
-        self.log: list[tuple[bool, int, int, int]] = []
+        self.log: list[int] = []   # two ints per event: size << 4 | kind << 1 | small, then the size asked for
         self.values = {p: np.zeros((4, len(STAT_NAMES)), np.int64) for p in self.POOLS}
 
     def get(self, name: str, pool: str = "all") -> tuple[int, int, int, int]:
@@ -116,11 +116,12 @@ class Counters:
     def fold(self) -> None:
         if not self.log:
             return
-        ev = np.array(self.log, dtype=np.int64).reshape(-1, 4)
+        ev = np.array(self.log, dtype=np.int64).reshape(-1, 2)
         self.log = []
-        amounts = np.stack([np.ones(len(ev), np.int64), ev[:, 2], ev[:, 3]], 1)
-        deltas = np.einsum("nsk,nk->ns", _EFFECT[ev[:, 1]], amounts)
-        small = ev[:, 0] == 1
+        head = ev[:, 0]
+        amounts = np.stack([np.ones(len(ev), np.int64), head >> 4, ev[:, 1]], 1)
+        deltas = np.einsum("nsk,nk->ns", _EFFECT[(head >> 1) & 7], amounts)
+        small = (head & 1) == 1
         for pool, rows in (("all", deltas), ("small_pool", deltas[small]), ("large_pool", deltas[~small])):
             if len(rows):
                 v = self.values[pool]
@@ -130,8 +131,9 @@ class Counters:
                 v[2] += np.clip(rows, 0, None).sum(axis=0)
                 v[3] += np.clip(-rows, 0, None).sum(axis=0)
 
-    def append(self, event: tuple[bool, int, int, int]) -> None:
-        self.log.append(event)
+    def append(self, small: bool, kind: int, size: int, asked: int = 0) -> None:
+        """Log an event as plain ints (never tracked by the garbage collector, unlike tuples)."""
+        self.log += (size << 4 | kind << 1 | small, asked)
         if len(self.log) >= LOG_LIMIT:
             self.fold()
 
@@ -198,7 +200,7 @@ class CachingAllocator:
         ptr = block.segment + block.offset
         self.live[ptr] = block
         log = self.counters.log
-        log.append((block.small, MALLOC, block.size, size))
+        log += (block.size << 4 | MALLOC << 1 | block.small, size)
         if len(log) >= LOG_LIMIT:   # bounded: a program that never asks still folds now and then
             self.counters.fold()
         return ptr
@@ -214,7 +216,7 @@ class CachingAllocator:
         block = self.live.pop(ptr, None)
         if block is None:
             raise invalid_handle(f"free of {ptr:#x}, which the caching allocator did not hand out or freed twice")
-        self.counters.log.append((block.small, FREE, block.size, block.requested))
+        self.counters.log += (block.size << 4 | FREE << 1 | block.small, block.requested)
         others = [s for s in block.used_by if s is not block.stream and not s.destroyed] \
             if len(block.used_by) > 1 else ()
         events = []
@@ -233,7 +235,7 @@ class CachingAllocator:
         self._collect()
         for base, blocks in list(self.segments.items()):
             if len(blocks) == 1 and blocks[0].free and not blocks[0].events:
-                self.counters.append((blocks[0].small, UNSEGMENT, blocks[0].size, 0))
+                self.counters.append(blocks[0].small, UNSEGMENT, blocks[0].size)
                 self.idle.discard(blocks[0])
                 self.dev.memory.free(base)
                 del self.segments[base]
@@ -287,7 +289,7 @@ class CachingAllocator:
                 raise
         block = Block(base, 0, size, stream, small=small or not self.rules.torch)
         self.segments[base] = [block]
-        self.counters.append((block.small, SEGMENT, size, 0))
+        self.counters.append(block.small, SEGMENT, size)
         return block
 
     def _split(self, block: Block, need: int) -> None:
@@ -301,7 +303,7 @@ class CachingAllocator:
         block.size = need
 
     def _release(self, block: Block) -> None:
-        self.counters.log.append((block.small, RELEASE, block.size, 0))
+        self.counters.log += (block.size << 4 | RELEASE << 1 | block.small, 0)
         block.free = True
         block.used_by = frozenset()
         blocks = self.segments[block.segment]
