@@ -18,6 +18,7 @@ import numpy as np
 from graphexec._arrays import ArrayFileError, header, read
 from graphexec._files import check_targets
 from graphexec.errors import FeedError
+from graphexec.frontend.provenance import files_read
 
 OUTPUTS = ("save", "trace", "plot")
 
@@ -53,7 +54,7 @@ def check_distinct(args: argparse.Namespace, graph: Any = None) -> None:
         sources.append(("the device profile", device))
     sources += [("a kernels file", path) for path in getattr(args, "kernels", None) or ()]
     if graph is not None:
-        sources += [("a file the model reads", path) for path in graph.meta.get("files", ())]
+        sources += [("a file the model reads", path) for path in files_read(graph)]
         profile = graph.meta.get("options", {}).get("device", "")
         if profile.endswith((".yaml", ".yml")):
             sources.append(("the model's device profile", profile))

@@ -24,6 +24,7 @@ import yaml
 from graphexec._files import Writer, check_output, check_targets, write_atomic, write_one
 from graphexec.errors import ExportError
 from graphexec.frontend.onnx_meta import write_meta
+from graphexec.frontend.provenance import files_read
 from graphexec.frontend.yaml_tensors import dtype_name, encode_attr, tensor_entry
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.ir.onnx_proto import to_onnx, value_info
@@ -146,7 +147,7 @@ def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:
         raise ExportError(f"{p}: can write .yaml, .yml or .onnx, not {p.suffix or 'a file without a suffix'}")
     check_output(p)
     sources = [("the graph being converted", graph.source)] if Path(graph.source).is_file() else []
-    sources += [("a file the graph was read from", f) for f in graph.meta.get("files", ())]
+    sources += [("a file the graph was read from", f) for f in files_read(graph)]
     graph = _device_relative_to(graph, p.absolute().parent)
     if p.suffix == ".onnx":
         check_targets([("", p, ())], sources)

@@ -28,6 +28,7 @@ from graphexec.frontend.onnx_checks import (
     parse_failure,
 )
 from graphexec.frontend.onnx_meta import check_meta_schedule, read_meta
+from graphexec.frontend.provenance import record
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 from graphexec.ir.onnx_proto import tensor_type
 
@@ -217,6 +218,6 @@ def load_onnx(src: Any) -> Graph:
         return from_onnx(parse_model(bytes(src)), "<bytes>")
     model, files = read_model_files(src)
     graph = from_onnx(model, str(src), Path(src).parent)
-    if files:
-        graph.meta["files"] = [str(f) for f in files]  # what the model read: outputs may not replace them
+    for f in files:  # what the model read: outputs may not replace them
+        record(graph, f)
     return graph

@@ -16,6 +16,7 @@ import onnx
 from graphexec._files import inside
 from graphexec.frontend.opcheck import make_node
 from graphexec.frontend.options import plain_schedule, settle_options
+from graphexec.frontend.provenance import record
 from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
 from graphexec.frontend.yaml_source import Path, Problem, Source
 from graphexec.frontend.yaml_tensors import constant, decode_attr, tensor_type
@@ -72,7 +73,7 @@ def _tensors(spec: GraphSpec, graph: Graph, out: Collector, base: FsPath) -> Non
         if problem:
             out.add(("tensors", name, field), problem)
         elif t.file is not None:  # what the model read: outputs may not replace it
-            graph.meta.setdefault("files", []).append(str(inside(base, t.file)))
+            record(graph, str(inside(base, t.file)))
         graph.values[name] = Value(name, tensor_type(t) if arr is None else TensorType(arr.dtype, arr.shape), arr)
     for i, name in enumerate(spec.inputs):
         v = graph.values.get(name)
