@@ -94,3 +94,14 @@ def test_replay_before_capture_and_nested_capture_are_refused():
 def test_module_refuses_host_tensors():
     with pytest.raises(GraphExecError, match="device tensor"):
         npu.Module(gx.load(MODEL))(npu.randn(1, 192, 28, 28, device="cpu"))
+
+
+def test_module_runs_are_ordered_with_eager_work_on_their_stream():
+    npu.init(check_hazards=True)
+    model = npu.Module(gx.load(MODEL), streams=2)
+    x = npu.randn(1, 192, 28, 28) * 0.5          # eager work, then the plan, then eager work again
+    y = npu.ops.relu(model(x)) + 1
+    npu.synchronize()
+    assert npu.hazards() == []
+    ref = gx.Session(gx.load(MODEL), streams=2).run({"data": x.numpy()}).outputs["out"]
+    assert y.numpy().tobytes() == (np.maximum(ref, 0) + np.float32(1)).tobytes()
