@@ -73,7 +73,7 @@ def parse(text: str, file: str) -> tuple[Source, list[Problem]]:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        return Source(file, None), [Problem(file, line, col, f"invalid YAML: {e.problem or e}")]
+        return Source(file, None), [Problem(file, line, col, f"invalid YAML: {_problem(e)}")]
     except yaml.YAMLError as e:
         return Source(file, None), [Problem(file, 1, 1, f"invalid YAML: {e}")]
     src = Source(file, None)
@@ -83,6 +83,17 @@ def parse(text: str, file: str) -> tuple[Source, list[Problem]]:
     src.marks[()] = _mark(root)
     src.data = _walk(root, (), src, problems, yaml.constructor.SafeConstructor())
     return src, problems
+
+
+_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "NoneType": "null", "date": "a date",
+          "datetime": "a date", "bytes": "binary data"}
+
+
+def _problem(e: yaml.MarkedYAMLError) -> str:
+    """PyYAML's problem in words that stand alone (its duplicate anchor says only 'second occurrence')."""
+    if e.context and "duplicate anchor" in e.context and e.context_mark is not None:
+        return f"{e.context.split(';')[0]} (first at line {e.context_mark.line + 1})"
+    return str(e.problem or e)
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
@@ -116,6 +127,12 @@ def _walk_mapping(node: yaml.MappingNode, path: Path, src: Source, problems: lis
         if isinstance(key, (list, dict)):
             line, col = _mark(key_node)
             problems.append(Problem(src.file, line, col, "a mapping key must be a scalar"))
+            continue
+        if not isinstance(key, str):  # every key of a graph file is a name: `5:` or `true:` is a typo for text
+            line, col = _mark(key_node)
+            kind = _KINDS.get(type(key).__name__, type(key).__name__)
+            problems.append(Problem(src.file, line, col, f"mapping key {key_node.value!r} is read as {kind}, "
+                                                         "not text; quote it"))
             continue
         if key in first:
             line, col = _mark(key_node)

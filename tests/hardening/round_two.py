@@ -292,6 +292,19 @@ ODD_TYPES = [
          "{d}/m/m.onnx: metadata graphexec.options: nests deeper than Python's JSON parser goes"),
     Case("odd types", "onnx_meta_description_number", _onnx_meta({"description": 5}),
          "{d}/m/m.onnx: metadata graphexec.description: must be a string, not int"),
+    Case("odd types", "yaml_key_bool", lambda d: ["run", B.write(d, "g.yaml", B.RELU_YAML + "true: 1\n")],
+         "{d}/g.yaml:9:1: mapping key 'true' is read as a boolean, not text; quote it"),
+    Case("odd types", "yaml_tensor_named_by_a_number", lambda d: ["run", B.write(d, "g.yaml", B.RELU_YAML.replace(
+        "  x: {dtype", "  5: {dtype: float32}\n  x: {dtype"))],
+         "{d}/g.yaml:6:3: mapping key '5' is read as an integer, not text; quote it"),
+    Case("odd types", "yaml_duplicate_anchor", lambda d: ["run", B.write(d, "g.yaml", B.RELU_YAML + "a: &x 1\nb: &x 2\n")],
+         "{d}/g.yaml:10:4: invalid YAML: found duplicate anchor 'x' (first at line 9)"),
+    Case("odd types", "yaml_dim_float", lambda d: ["run", B.write(d, "g.yaml", B.yaml_graph(
+        replace={"shape: [2, 3]": "shape: [2.0, 3]"}))],
+         "{d}/g.yaml:6:31: tensors.x.shape[0]: must be a size from 0 to 2**63-1, a symbolic name, or null for unknown"),
+    Case("odd types", "yaml_seed_bool", lambda d: ["run", B.write(d, "g.yaml", B.yaml_graph(replace={
+        "shape: [2, 3]}\n": "shape: [2, 3]}\n  w: {dtype: float32, shape: [2], random: {seed: true}}\n"}))],
+         "{d}/g.yaml:7:44: tensors.w.random.seed: Input should be a valid integer"),
 ]
 
 ROUND_TWO: list[Case] = CONFINEMENT + OUTPUTS + MEMORY + ODD_TYPES
