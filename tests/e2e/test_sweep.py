@@ -226,3 +226,21 @@ def test_progress_bar_only_on_a_terminal():
     drawn = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0
     assert "/3" in drawn and "light_squeezenet" in drawn   # "n/3" points done and the point being run
+
+
+def test_cli_run_and_compare_timing_only_give_the_full_numbers(tmp_path):
+    import json
+
+    model = str(THREE[0])
+    full = json.loads(_cli("run", model, "--streams", "4", "--json").stdout)
+    timing = json.loads(_cli("run", model, "--streams", "4", "--json", "--timing-only").stdout)
+    assert timing["outputs"] == {} and full["outputs"]
+    for d in (full, timing):
+        d["stats"].pop("compile_s")
+    assert timing["stats"] == full["stats"] and timing["diagnosis"] == full["diagnosis"]
+    cmp_full = _cli("compare", model, "--streams", "1,4").stdout.splitlines()
+    cmp_timing = _cli("compare", model, "--streams", "1,4", "--timing-only").stdout.splitlines()
+    assert cmp_timing[:-1] == cmp_full[:-1]   # the same table
+    assert cmp_timing[-1] == "timing only: outputs not computed" and "bit-identical" in cmp_full[-1]
+    refused = _cli("run", model, "--timing-only", "--save", str(tmp_path / "o.npz"))
+    assert refused.returncode == 2 and "--save" in refused.stderr and len(refused.stderr.splitlines()) == 1
