@@ -64,14 +64,33 @@ def test_one_process_gives_the_pool_rows(local_rows):
     assert _same(gx.sweep(THREE, **GRID, workers=1)) == _same(local_rows)
 
 
-def test_ray_gives_the_same_rows(local_rows):
+def test_ray_gives_the_same_rows_and_reruns_a_dead_workers_point(local_rows, tmp_path):
     ray = pytest.importorskip("ray")
+    from graphexec.engine.sweep_grid import grid
+    from graphexec.engine.sweep_point import Job
+    from graphexec.engine.sweep_ray import RayBackend, ray_work
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         rows = gx.sweep(THREE, **GRID, backend="ray")
+        marker = tmp_path / "died"
+
+        def die_once(box, job):   # shipped by value to the worker: its process exits the first time
+            if not marker.exists():
+                marker.write_text("x")
+                os._exit(1)
+            return ray_work(box, job)
+
+        backend = RayBackend()
+        backend.task = ray.remote(max_retries=0)(die_once)   # no retry by Ray: the backend's own resubmission
+        jobs = [Job(p) for p in grid([THREE[0].stem], ["ascend910"], [1, 2], [None], [1], ["data"])]
+        again = list(backend.rows({THREE[0].stem: THREE[0]}, jobs))
     finally:
         ray.shutdown()
     assert _same(rows) == _same(local_rows)
+    assert marker.exists() and [r["error"] for r in again] == [None, None]
+    alone = gx.sweep(THREE[0], streams=[1, 2], workers=1)
+    assert [r["makespan_us"] for r in again] == [r["makespan_us"] for r in alone]
 
 
 def _cli(*args, **kw):
