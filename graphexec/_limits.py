@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from graphexec.errors import GraphExecError
+from graphexec.errors import GraphExecError, ModelLoadError
 
 ENV = "GRAPHEXEC_HOST_BUDGET"
 
@@ -32,6 +32,21 @@ def host_budget() -> tuple[int, str]:
             raise GraphExecError(f"{ENV}={text!r}: must be at least 1 byte")
         return value, ENV
     return _physical() // 2, f"half of this host's memory; {ENV} sets it"
+
+
+# What loading a model costs per byte of its file, measured with ru_maxrss in a fresh process:
+# an ONNX file 2.0x (its bytes, then the parsed proto; a 200 MiB initializer), a YAML graph
+# 166x on a 20,000-node chain (PyYAML's nodes, the plain data, the IR), rounded up to 200.
+LOAD_FACTOR = {"ONNX": 2, "YAML": 200}
+
+
+def check_file_size(path: str | os.PathLike[str], kind: str) -> None:
+    """Refuse a model file whose loading would cost more than the host budget, before reading it."""
+    size = os.path.getsize(path)
+    problem = over_budget(size * LOAD_FACTOR[kind])
+    if problem:
+        raise ModelLoadError(f"{path}: loading {size} bytes of {kind} takes about {LOAD_FACTOR[kind]}x that, "
+                             f"so it {problem}")
 
 
 def _physical() -> int:

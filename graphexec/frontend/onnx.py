@@ -15,6 +15,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from graphexec._limits import check_file_size
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
 from graphexec.frontend.onnx_checks import (
@@ -47,6 +48,7 @@ def read_model_files(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, lis
         raise ModelLoadError(f"{p}: is a directory, not an ONNX file")
     if not p.is_file():  # a device or a pipe (/dev/zero) would be read forever
         raise ModelLoadError(f"{p}: not a regular file")
+    check_file_size(p, "ONNX")
     try:
         data = p.read_bytes()
     except OSError as e:

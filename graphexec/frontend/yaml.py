@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from graphexec._limits import check_file_size
 from graphexec.errors import GraphValidationError, ModelLoadError
 from graphexec.frontend import yaml_schema as S
 from graphexec.frontend.yaml_build import Collector, build
@@ -58,6 +59,7 @@ def check_yaml(path: str | os.PathLike[str]) -> tuple[Graph | None, list[Problem
         raise ModelLoadError(f"{p}: is a directory, not a YAML graph")
     if not p.is_file():  # a device or a pipe would be read forever
         raise ModelLoadError(f"{p}: not a regular file")
+    check_file_size(p, "YAML")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -126,6 +126,14 @@ def _yaml_with_big_npz(d: Path) -> Path:
     return B.write(_folder(d), "g.yaml", text + "  - {name: keep, op: Relu, inputs: [w], outputs: [z]}\n")
 
 
+def _sparse(d: Path, name: str, size: int) -> Path:
+    """A file of ``size`` bytes that takes no disk (a hole)."""
+    with open(d / name, "wb") as f:
+        f.truncate(size)
+    return d / name
+
+
+
 def _bomb(levels: int = 9) -> str:
     """The "billion laughs": each anchor a list of nine aliases of the previous one."""
     lines = ['lol0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -238,6 +246,12 @@ MEMORY = [
          + BUDGET + "; the external data is not read"),
     Case("memory", "default_input_16gib", _big_input,
          "input 'x' float32[4x1024x1024x1024] needs 17179869184 bytes, " + BUDGET),
+    Case("memory", "yaml_file_past_budget", lambda d: ["run", _sparse(d, "g.yaml", 64 << 20)],
+         "{d}/g.yaml: loading 67108864 bytes of YAML takes about 200x that, so it needs 13421772800 bytes, "
+         + BUDGET),
+    Case("memory", "onnx_file_past_budget", lambda d: ["run", _sparse(d, "m.onnx", 5 << 30)],
+         "{d}/m.onnx: loading 5368709120 bytes of ONNX takes about 2x that, so it needs 10737418240 bytes, "
+         + BUDGET),
 ]
 
 ODD_TYPES = [
