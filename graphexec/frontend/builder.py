@@ -21,6 +21,7 @@ import onnx
 from graphexec.errors import GraphError
 from graphexec.frontend.infer import infer_node
 from graphexec.frontend.opcheck import make_node
+from graphexec.frontend.options import annotation_problem
 from graphexec.ir import Graph, Node, TensorType, Value, verify
 
 
@@ -95,6 +96,9 @@ class GraphBuilder:
             self._new_value(o)
         like = next((x.dtype for x in inputs if isinstance(x, Tensor)), None)
         meta = {k: v for k, v in (("stream_label", stream_label), ("priority", priority)) if v is not None}
+        for key, value in meta.items():  # the YAML fields' types: a priority is an int 0..7, not True
+            if problem := annotation_problem(key, value):
+                raise GraphError(f"{self.graph.source}: node {name}: {key}: {problem}")
         node, issues = make_node(len(self.graph.nodes), self.graph, name, op, domain,
                                  [self._input(x, like) for x in inputs], outs, {**(attrs or {}), **attributes}, meta)
         self._check(node, issues)

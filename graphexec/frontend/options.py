@@ -77,10 +77,19 @@ def meta_schedule(value: Any, where: str) -> dict[str, Any]:
 
 def meta_node(key: str, value: Any, node: str, where: str) -> Any:
     """A node's ``graphexec.stream_label`` or ``graphexec.priority``, checked as YAML checks it."""
+    problem = annotation_problem(key, value)
+    if problem:
+        raise ModelLoadError(f"{where}: node {node}: metadata graphexec.{key}: {problem}")
+    return value
+
+
+def annotation_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a node's ``stream_label`` or ``priority`` (the YAML field's type), or None."""
     try:
-        return _adapter(key).validate_python(value)
+        _adapter(key).validate_python(value)
     except ValidationError as e:
-        raise ModelLoadError(f"{where}: node {node}: metadata graphexec.{key}: {_first(e)}") from None
+        return _first(e)
+    return None
 
 
 @cache

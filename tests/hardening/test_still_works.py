@@ -133,3 +133,14 @@ def test_the_bounded_loader_serves_any_yaml_file():
     for text in (_bomb(), "a: &x [*x]\n", "a: " + "[" * 500 + "]" * 500):
         with pytest.raises(yaml.MarkedYAMLError):
             yaml.load(text, Loader=BoundedLoader)
+
+
+@pytest.mark.parametrize("kw,message", [({"priority": 99}, "priority: Input should be less than or equal to 7"),
+                                        ({"priority": True}, "priority: Input should be a valid integer"),
+                                        ({"stream_label": 3}, "stream_label: Input should be a valid string")])
+def test_the_builder_checks_annotations_as_yaml_does(kw, message):
+    b = gx.GraphBuilder("g")
+    x = b.input("x", np.float32, [2, 3])
+    with pytest.raises(gx.GraphError, match=f"^builder 'g': node relu: {message}$"):
+        b.op("Relu", x, **kw)
+    assert b.op("Relu", x, priority=7, stream_label="s").name  # the bounds themselves are fine
