@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from graphexec._files import inside
-from graphexec.errors import ModelLoadError
+from graphexec.errors import GraphExecError, ModelLoadError
 from graphexec.frontend.yaml_schema import Name, OptionsSpec, Priority, ScheduleSpec
 from graphexec.frontend.yaml_source import Path, render_path
 
@@ -48,6 +48,17 @@ def settle_options(spec: OptionsSpec, base: FsPath | None) -> tuple[dict[str, An
         return options, [(where, f"unknown device {device!r}; known: {', '.join(known)} "
                                  "(or give a .yaml/.yml profile path)")]
     return options, []
+
+
+def check_session_options(**values: Any) -> None:
+    """Refuse Session keyword options of the wrong type with the YAML ``options`` model
+    (``fold="no"`` is no bool, ``policy=5`` no name); None means "not given", and a
+    DeviceProfile object is left to the caller. Raises GraphExecError naming the option."""
+    given = {k: v for k, v in values.items() if v is not None and not (k == "device" and not isinstance(v, str))}
+    try:
+        OptionsSpec.model_validate(given)
+    except ValidationError as e:
+        raise GraphExecError(_first(e, given)) from None
 
 
 def plain_schedule(schedule: ScheduleSpec) -> dict[str, Any]:

@@ -144,3 +144,15 @@ def test_the_builder_checks_annotations_as_yaml_does(kw, message):
     with pytest.raises(gx.GraphError, match=f"^builder 'g': node relu: {message}$"):
         b.op("Relu", x, **kw)
     assert b.op("Relu", x, priority=7, stream_label="s").name  # the bounds themselves are fine
+
+
+@pytest.mark.parametrize("kw,message", [({"fold": "no"}, "fold: Input should be a valid boolean"),
+                                        ({"policy": 5}, "policy: Input should be a valid string"),
+                                        ({"streams": True}, "streams: must be an int >= 1 or 'auto'")])
+def test_session_options_have_the_same_check(kw, message):
+    """The hook Session's keywords can go through: the YAML options model, strict."""
+    from graphexec.frontend.options import check_session_options
+
+    with pytest.raises(GraphExecError, match=f"^{message}$"):
+        check_session_options(**kw)
+    check_session_options(streams="auto", fold=False, memory_reuse=True, policy="ge", device=None)
