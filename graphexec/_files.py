@@ -40,10 +40,21 @@ def inside(folder: str | os.PathLike[str], name: str) -> Path | None:
     """``folder/name`` resolved (symlinks and ``..`` included), or None when that leaves ``folder``.
 
     A model is untrusted: every path it names must stay in its own folder. The answer does
-    not depend on whether an outside file exists, so a refusal reveals nothing about it.
+    not depend on what lies outside it (whether a file exists, or a link there): a name whose
+    ``..`` leaves the folder even for a moment is refused before anything is looked up.
     """
     root = Path(folder).resolve()
-    path = (root / name).resolve()
+    rel = Path(name)
+    if rel.is_absolute():
+        if not rel.is_relative_to(root):
+            return None
+        rel = rel.relative_to(root)
+    depth = 0
+    for part in rel.parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return None
+    path = (root / rel).resolve()
     return path if path.is_relative_to(root) else None
 
 

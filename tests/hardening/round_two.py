@@ -151,6 +151,9 @@ CONFINEMENT = [
     Case("confinement", "yaml_file_dotdot", _with(lambda d: np.save(d / "w.npy", np.ones((2, 3), np.float32)),
                                                   _yaml_const("file: ../w.npy")), W + "file '../w.npy' " + OUTSIDE),
     Case("confinement", "yaml_file_dotdot_missing", _yaml_const("file: ../w.npy"), W + "file '../w.npy' " + OUTSIDE),
+    Case("confinement", "yaml_file_out_and_back", _with(lambda d: np.save(_folder(d) / "w.npy", np.ones((2, 3), np.float32)),
+                                                        _yaml_const("file: ../m/w.npy")),  # outside, even for a moment
+         W + "file '../m/w.npy' " + OUTSIDE),
     Case("confinement", "yaml_file_absolute", _yaml_const("file: /etc/w.npy"), W + "file '/etc/w.npy' " + OUTSIDE),
     Case("confinement", "yaml_file_symlink_out",
          _with(lambda d: (np.save(d / "secret.npy", np.ones((2, 3), np.float32)),
