@@ -60,9 +60,56 @@ def _weight(tasks: TaskGraph, tid: int, profile: DeviceProfile) -> float:
     return fastest_us(tasks.tasks[tid], profile)
 
 
+def reduced_edges(tasks: TaskGraph) -> list[tuple[int, int]]:
+    """The edges of the task DAG's transitive reduction, sorted.
+
+    An edge p -> c is redundant when c is reachable from another successor of p, so only
+    tasks with two or more successors can lose one, and the search for them never passes
+    p's last successor in a topological order: a chain costs O(n), a branch the region
+    up to where it joins (networkx's reduction walks every descendant of every task,
+    quadratic on a long chain).
+    """
+    succ: dict[int, list[int]] = {t.id: [] for t in tasks.tasks}
+    for c, ps in tasks.deps.items():
+        for q in ps:
+            succ[q].append(c)
+    pos = {t: i for i, t in enumerate(_topological(succ))}
+    edges = []
+    for q, kids in succ.items():
+        if len(kids) < 2:
+            edges.extend((q, c) for c in kids)
+            continue
+        limit = max(pos[c] for c in kids)
+        seen: set[int] = set()
+        stack = [g for c in kids for g in succ[c] if pos[g] <= limit]
+        while stack:
+            v = stack.pop()
+            if v not in seen:
+                seen.add(v)
+                stack.extend(g for g in succ[v] if pos[g] <= limit and g not in seen)
+        edges.extend((q, c) for c in kids if c not in seen)
+    return sorted(edges)
+
+
+def _topological(succ: dict[int, list[int]]) -> list[int]:
+    indeg = dict.fromkeys(succ, 0)
+    for kids in succ.values():
+        for c in kids:
+            indeg[c] += 1
+    order = [t for t, d in indeg.items() if d == 0]
+    for t in order:   # grows as it goes (Kahn)
+        for c in succ[t]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                order.append(c)
+    return order
+
+
 def chain_cover(tasks: TaskGraph) -> list[list[int]]:
     """A minimum path cover of the transitive reduction (Nimble): matched edges chain tasks."""
-    dag = nx.transitive_reduction(task_dag(tasks))
+    dag = nx.DiGraph()
+    dag.add_nodes_from(t.id for t in tasks.tasks)
+    dag.add_edges_from(reduced_edges(tasks))
     # task n's "out" side is n, its "in" side ~n: int nodes hash the same in every process
     # (string tuples do not), so the matching, and the streams, do not depend on the hash seed
     bip = nx.Graph()

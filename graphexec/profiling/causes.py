@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from graphexec.passes.stream_assignment import build_schedule
-from graphexec.passes.stream_policies import POLICIES
+from graphexec.passes.stream_policies import POLICIES, reduced_edges
 from graphexec.runtime.launch import simulate_makespan
 
 WHAT_IF_LIMITS = (2, 4, 8)
@@ -62,6 +62,8 @@ def best_streams(compiled: Any, base: float) -> Experiment:
     """The fastest schedule of the same tasks over more streams (timing only)."""
     tasks, profile, graph_mode = compiled.tasks, compiled.profile, compiled.device.graph_mode
     best = Experiment("dependency", base, len(compiled.schedule.streams), compiled.schedule.policy)
+    if _total_order(tasks):   # every task follows the one before: no schedule overlaps anything
+        return best
     for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
         for policy in (p for p in POLICIES if p != "single"):
             sched = build_schedule(tasks, policy, n, profile)
@@ -69,6 +71,13 @@ def best_streams(compiled: Any, base: float) -> Experiment:
             if span < best.makespan_us * (1 - 1e-9):
                 best = Experiment("dependency", span, len(sched.streams), policy)
     return best
+
+
+def _total_order(tasks: Any) -> bool:
+    """Whether the task DAG is one chain (its reduction a single path through every task)."""
+    edges = reduced_edges(tasks)
+    n = len(tasks.tasks)
+    return len(edges) == n - 1 and len({p for p, _ in edges}) == n - 1 and len({c for _, c in edges}) == n - 1
 
 
 def experiments(compiled: Any) -> tuple[float, dict[str, Experiment]]:
