@@ -74,7 +74,7 @@ def reduced_edges(tasks: TaskGraph) -> list[tuple[int, int]]:
         for q in ps:
             succ[q].append(c)
     pos = {t: i for i, t in enumerate(_topological(succ))}
-    edges = []
+    edges: list[tuple[int, int]] = []
     for q, kids in succ.items():
         if len(kids) < 2:
             edges.extend((q, c) for c in kids)
