@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import replace
 from typing import Any, Mapping
@@ -16,6 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
+from graphexec.engine.feed_values import as_feeds
 from graphexec.engine.feeds import check_feeds, default_feeds, signature
 from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
@@ -84,10 +86,15 @@ class Session:
         self._last: Compiled | None = None
         self._workers: Workers | None = None
         self.multi: Mode | None = None if spread is None else start(spread, self.graph, self.options)
+        self._lock = threading.RLock()   # one run at a time: a plan's buffers and the device are the session's
 
     def compile(self, feeds: Mapping[str, Any] | None = None) -> Compiled:
         """The compiled plan for the shapes of ``feeds`` (declared shapes if None), cached;
         on several devices, card 0's."""
+        with self._lock:
+            return self._compile(feeds)
+
+    def _compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         if self.multi is not None:
             self._last = self.multi.compile(feeds)
             return self._last
@@ -102,10 +109,14 @@ class Session:
 
     def run(self, feeds: Mapping[str, Any]) -> Result:
         """Run the graph on ``feeds`` (name -> array); outputs come in graph order.
-        A session made with ``compute=False`` simulates instead (see ``simulate``)."""
+        A session made with ``compute=False`` simulates instead (see ``simulate``). Runs
+        from several threads take turns (each gets its own, correct, result)."""
         if not self.compute:
             return self.simulate(feeds)
-        feeds = {k: _as_array(v) for k, v in dict(feeds).items()}
+        with self._lock:
+            return self._run(as_feeds(self.graph, feeds))
+
+    def _run(self, feeds: dict[str, Any]) -> Result:
         if self.multi is not None:
             result = self.multi.run(feeds)
             self._last = self.multi.compile(feeds)
@@ -130,7 +141,11 @@ class Session:
         """
         if feeds is not None and shapes is not None:
             raise GraphExecError("simulate takes feeds or shapes, not both")
-        given = {k: _as_array(v) for k, v in dict(feeds).items()} if feeds is not None else None
+        given = as_feeds(self.graph, feeds) if feeds is not None else None
+        with self._lock:
+            return self._simulate(given, shapes)
+
+    def _simulate(self, given: dict[str, Any] | None, shapes: Mapping[str, tuple[int, ...]] | None) -> Result:
         run_feeds = given if given is not None else default_feeds(self.graph, shapes, self.profile)
         if self.multi is not None:
             why = control_flow(self.graph) or self.multi.compile(run_feeds).needs_values
@@ -146,10 +161,7 @@ class Session:
     @property
     def memory_plan(self) -> MemoryPlan:
         """The memory plan of the most recently compiled signature."""
-        if self._last is None:
-            self.compile(None)
-        assert self._last is not None
-        return self._last.memory_plan
+        return self.compiled.memory_plan
 
     @property
     def compiled(self) -> Compiled:
@@ -157,12 +169,6 @@ class Session:
             self.compile(None)
         assert self._last is not None
         return self._last
-
-
-def _as_array(v: Any) -> Any:
-    if isinstance(v, (np.ndarray, list, dict)) or v is None:
-        return v
-    return np.asarray(v)
 
 
 def _check_threads(threads: int) -> int:

@@ -1,0 +1,50 @@
+"""Feeds as the user gives them: arrays, or what converts cleanly to the declared dtype.
+
+A Python list, a scalar or a numpy scalar for a tensor input becomes an array of the
+input's declared dtype when every value survives the conversion (ints into floats, a
+float list into float32); None, strings, objects, ragged lists and values that would
+change (a float into an int input, 300 into uint8) are one line each, where they used
+to pass through unchecked and the run quietly read zeros.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphexec.errors import FeedError
+from graphexec.ir import Graph
+
+_INTO = {"b": "biufc", "i": "biufc", "u": "biufc", "f": "fc", "c": "c"}   # kinds a value may become
+
+
+def as_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    """``feeds`` with every tensor input as a numpy array (see the module doc)."""
+    if not isinstance(feeds, Mapping):
+        raise FeedError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
+    return {k: _as_feed(graph, k, v) for k, v in feeds.items()}
+
+
+def _as_feed(graph: Graph, name: str, value: Any) -> Any:
+    declared = graph.values[name].type if name in graph.values and name in graph.inputs else None
+    if isinstance(value, np.ndarray) or declared is None or declared.kind != "tensor":
+        return value if isinstance(value, (np.ndarray, list, dict)) or value is None else np.asarray(value)
+    what = type(value).__name__
+    if value is None:
+        raise FeedError(f"input {name!r} is None; it takes a {declared} tensor")
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):
+        raise FeedError(f"input {name!r}: this {what} does not make an array (ragged?)") from None
+    if arr.dtype.kind in "OUSVM":
+        raise FeedError(f"input {name!r}: a {what} of {arr.dtype} values is not a {declared} tensor")
+    want = declared.dtype
+    if want is None or arr.dtype == want:
+        return arr
+    with np.errstate(all="ignore"):
+        converted = arr.astype(want)
+    changed = want.kind not in "fc" and not np.array_equal(converted, arr)   # floats may round, not wrap
+    if want.kind not in _INTO[arr.dtype.kind] or changed:
+        raise FeedError(f"input {name!r}: the {what}'s {arr.dtype} values do not convert to {want} unchanged")
+    return converted
