@@ -270,3 +270,18 @@ def test_light_model_with_a_declared_batch_runs_and_keeps_whole_what_does_not_pa
     replicated = c.results[1].stats.extra["tensor_splits"]["replicated"]
     assert replicated and all(re.match(r"it would save .* of all_gather|its \d+ output channels", r["reason"])
                               for r in replicated)
+
+
+def test_too_big_for_one_card_runs_sharded(no_cost_check):
+    """An MLP whose weights (32 MiB) outgrow a 24 MiB card runs on 2 cards, each holding half."""
+    from graphexec.errors import OutOfMemoryError
+    from graphexec.runtime.profiles import load_profile
+
+    graph = _model(*mlp(batch=8, d=1024, hid=4096), 8, 1024)
+    feeds = _feeds(graph)
+    small = load_profile("ascend910").model_copy(update={"hbm_capacity_bytes": 24 << 20})
+    with pytest.raises(OutOfMemoryError):
+        gx.Session(graph, device=small).run(feeds)
+    result = gx.Session(graph, device=small, devices=2, parallel="tensor").run(feeds)
+    np.testing.assert_allclose(result.outputs["y"], gx.Session(graph).run(feeds).outputs["y"], rtol=1e-4, atol=1e-4)
+    assert all(c["weight_bytes"] <= 17 << 20 for c in result.stats.per_device)
