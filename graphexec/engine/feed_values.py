@@ -42,9 +42,11 @@ def _as_feed(graph: Graph, name: str, value: Any) -> Any:
     want = declared.dtype
     if want is None or arr.dtype == want:
         return arr
+    refused = FeedError(f"input {name!r}: the {what}'s {arr.dtype} values do not convert to {want} unchanged")
+    if want.kind not in _INTO[arr.dtype.kind]:
+        raise refused
     with np.errstate(all="ignore"):
         converted = arr.astype(want)
-    changed = want.kind not in "fc" and not np.array_equal(converted, arr)   # floats may round, not wrap
-    if want.kind not in _INTO[arr.dtype.kind] or changed:
-        raise FeedError(f"input {name!r}: the {what}'s {arr.dtype} values do not convert to {want} unchanged")
+    if want.kind not in "fc" and not np.array_equal(converted, arr):   # floats may round, not wrap
+        raise refused
     return converted

@@ -33,15 +33,18 @@ def host_budget(monkeypatch: pytest.MonkeyPatch) -> int:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The corpus report: how many cases each class of issue 21 holds, and how many passed."""
     from hardening.round_two import ROUND_TWO
+    from hardening.round_two_api import API
 
+    cases = [*ROUND_TWO, *API]
     outcome = {r.nodeid.rsplit("[", 1)[-1].rstrip("]"): r.outcome
                for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
                if "test_issue_21_case" in r.nodeid and r.when == "call"}
     if not outcome:
         return
     terminalreporter.write_sep("-", "bad-input corpus by class (issue 21)")
-    for cls in dict.fromkeys(c.cls for c in ROUND_TWO):
-        names = [c.name for c in ROUND_TWO if c.cls == cls]
+    for cls in dict.fromkeys(c.cls for c in cases):
+        names = [c.name for c in cases if c.cls == cls]
         passed = sum(outcome.get(n) == "passed" for n in names)
-        terminalreporter.write_line(f"{cls:12s} {len(names):3d} cases, {passed} passed, exit codes "
-                                    f"{sorted({c.rc for c in ROUND_TWO if c.cls == cls})}")
+        codes = sorted({c.rc for c in cases if c.cls == cls and c.rc is not None})
+        terminalreporter.write_line(f"{cls:14s} {len(names):3d} cases, {passed} passed, "
+                                    + (f"exit codes {codes}" if codes else "through the API"))
