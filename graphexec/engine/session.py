@@ -25,6 +25,7 @@ from graphexec.engine.simulate import computed, control_flow, simulate_cards
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
+from graphexec.frontend.options import check_session_options
 from graphexec.ir import Graph
 from graphexec.plan import CompileOptions, MemoryPlan
 from graphexec.runtime.profiles import DeviceProfile, load_profile
@@ -64,6 +65,8 @@ class Session:
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
                  launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
                  microbatches: int = 1, system: str | None = None, compute: bool = True) -> None:
+        check_session_options(policy=policy, fold=fold, check_hazards=check_hazards, memory_reuse=memory_reuse,
+                              device=device)   # the YAML options' rules, one path (streams: _check_streams)
         if memory not in ("reuse", "none", "joint"):
             raise GraphExecError(f"memory must be 'reuse', 'none' or 'joint', not {memory!r}")
         if launch not in ("graph", "host"):

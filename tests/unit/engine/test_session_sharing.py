@@ -73,3 +73,13 @@ def test_values_that_do_not_convert_are_one_line(dtype, value, message):
 def test_feeds_that_are_not_a_mapping_are_one_line():
     with pytest.raises(FeedError, match="feeds must be a mapping of input name to array, not list"):
         gx.Session(_add("float32")).run([np.ones(3, np.float32)])   # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kw,message", [({"fold": "no"}, "fold: Input should be a valid boolean"),
+                                        ({"policy": 5}, "policy: Input should be a valid string"),
+                                        ({"check_hazards": 1}, "check_hazards: Input should be a valid boolean"),
+                                        ({"memory_reuse": "yes"}, "memory_reuse: Input should be a valid boolean")])
+def test_session_options_go_through_the_yaml_rules(kw, message):
+    with pytest.raises(gx.GraphExecError) as err:
+        gx.Session(_add("float32"), **kw)
+    assert str(err.value) == message
