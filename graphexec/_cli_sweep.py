@@ -10,9 +10,10 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-from graphexec._files import check_output, write_one
+from graphexec._files import check_output, check_targets, write_one
 from graphexec.engine.parallel import MODES
 from graphexec.engine.sweep import BACKENDS, sweep
 from graphexec.engine.sweep_plot import config_label, plot_speedups
@@ -81,6 +82,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for path in (args.output, args.plot):
         if path:
             check_output(path)
+    models = [("a model", m) for m in args.models if Path(m).is_file()]
+    check_targets([(flag, path, ()) for flag, path in (("--output", args.output), ("--plot", args.plot)) if path],
+                  models)
     if args.address and args.backend != "ray":
         raise GraphExecError("--address is for --backend ray")
     with _bar() as progress:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from graphexec._files import check_output
+from graphexec._files import check_output, check_targets
 from graphexec.profiling.report_html import write_report
 
 
@@ -26,6 +26,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     src = Path(args.profile)
     out = args.output or str((src if src.is_dir() else src.parent) / "report.html")
     check_output(out, "-o")
+    check_targets([("-o", out, ())], [("the profile", src)] if src.is_file() else [])
     write_report(str(src), out)
     print(f"report written to {out}")
     return 0

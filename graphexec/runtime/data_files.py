@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from graphexec._limits import BoundedLoader
 from graphexec.errors import DeviceError
 
 M = TypeVar("M", bound=BaseModel)
@@ -46,7 +47,7 @@ class DataFiles(Generic[M]):
     def parse(self, text: str, where: str) -> M:
         """Parse YAML text; every failure becomes a one-line DeviceError."""
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=BoundedLoader)   # no alias bombs in a profile either
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
