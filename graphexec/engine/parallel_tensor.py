@@ -18,13 +18,13 @@ and why.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
 from graphexec.engine.feeds import default_feeds, signature
-from graphexec.engine.multi import Bound, Card, CardsRun
+from graphexec.engine.multi import Bound, CardsRun, Place, planned
 from graphexec.engine.multi_stats import MultiResult, multi_stats
 from graphexec.engine.parallel import Cluster, register, split_batch
 from graphexec.engine.parallel_base import SimulatedMode
@@ -120,7 +120,7 @@ class TensorParallel(SimulatedMode):
         n = self.cluster.devices
         run = CardsRun(self.cluster.server, range(n), timing)
         bound = [[run.bind(r, plan) for plan in p.cards[r]] for r in range(n)]
-        comm = [_stream(run.cards[r]) for r in range(n)]
+        comm = [run.cards[r].stream("comm") for r in range(n)]
         ends: list[list[list[Event]]] = [[] for _ in range(n)]
         landed: dict[tuple[int, str], Event] = {}
         by_src = {c.src: c for c in p.collectives}
@@ -194,32 +194,15 @@ def _worth(cl: Cluster, typed: Graph, types: dict[str, Any]) -> Worth:
     return worth
 
 
-def _stream(card: Card) -> Stream:
-    """The card's communication stream (made after the plans' and the copy stream)."""
-    _ = card.copy_stream
-    try:
-        return card.device.create_stream()
-    except Exception:   # no stream left: the collectives share the copy stream
-        return card.copy_stream
-
-
-def _view(b: Bound, name: str) -> tuple[np.ndarray, int, int]:
-    root, off = b.ctx.tasks.locate(name)
-    view = b.ctx.read(name)   # a view of the planned bytes (an input may alias an output)
-    return view, b.ctx.where[root].ptr + off, int(view.nbytes)
-
-
 def _local_copy(run: CardsRun, src: Bound, dst: Bound, name: str, after: list[Event]) -> Event:
     """A device-to-device copy of ``name`` from one segment's plan into another's, on the
     card's copy stream, behind ``after``."""
     dev, stream = dst.card.device, dst.card.copy_stream
     for ev in after:
         dev.stream_wait_event(stream, ev)
-    view, ptr, nbytes = _view(dst, name)
-    start: Callable[[], Any] | None = None if run.timing else (lambda: np.array(src.ctx.read(name)))
-    end: Callable[[Any], None] | None = None if run.timing else (lambda data: view.__setitem__(..., data))
-    dev.launch(DeviceTask("memcpy", stream, f"memcpy d2d {name}", unit="copy", bytes=float(nbytes), copy_kind="d2d",
-                          start_fn=start, end_fn=end, writes=[(ptr, nbytes, name)]))
+    here = planned(dst, name)
+    assert here is not None, name   # a segment's input has its buffer
+    run.move(dst.card, stream, planned(src, name) or (src, name), here)
     return run.record(dev, stream)
 
 
@@ -230,7 +213,7 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
     stream behind ``after``; its events."""
     server = run.server
     devices = tuple(b.card.index for b in srcs)
-    views = [[_view(b, c.dst) for b in row] for row in dsts]
+    views = [[cast(Place, planned(b, c.dst)) for b in row] for row in dsts]   # inputs: always planned
     t = srcs[0].plan.graph.values[c.src].type
     nbytes = t.nbytes * (len(devices) if c.kind == "all_gather" else 1)
     dtype = np.dtype(t.dtype)
@@ -247,7 +230,7 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
         else:
             out = np.asarray(sum(x.astype(np.float64) if dtype.kind == "f" else x for x in ins)).astype(dtype)
         for r, part in parts.items():
-            part.out = _writes([v for v, _, _ in views[r]], out)
+            part.out = _writes([v.view() for v in views[r]], out)
 
     what = "HcclAllGather" if c.kind == "all_gather" else "HcclAllReduce"
     op = Op(what, (what,), devices, server, plan, compute, len(devices))
@@ -259,7 +242,7 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
         meta = {"link": _algo.link_kinds(server.system, devices, plan) or None, "bytes": nbytes,
                 "algorithm": plan.algorithm, "rank": r}
         task = DeviceTask("hccl", comm[r], f"{what} {c.src}", unit="", bytes=float(nbytes), reads=[],
-                          writes=[(ptr, nb, c.dst) for _, ptr, nb in views[r]], meta=meta)
+                          writes=[(v.ptr, v.nbytes, c.dst) for v in views[r]], meta=meta)
         part = Part(op, r, dev, task)
         task.driver, task.end_fn = part, part.land
         op.parts[r] = part
