@@ -56,7 +56,15 @@ class AutoParallel:
         return self._mode(name).compile(feeds)
 
     def run(self, feeds: dict[str, Any]) -> Result:
+        return self._chosen(feeds, timing=False)
+
+    def simulate(self, feeds: dict[str, Any]) -> Result:
+        """The chosen mode's timing-only run, with the same ``stats.extra["auto"]``."""
+        return self._chosen(feeds, timing=True)
+
+    def _chosen(self, feeds: dict[str, Any], timing: bool) -> Result:
         name, tried = self.choose(feeds)
-        result = self._mode(name).run(feeds)
+        mode: Any = self._mode(name)
+        result = mode.simulate(feeds) if timing else mode.run(feeds)
         result.stats.extra["auto"] = {k: float(np.round(v, 3)) for k, v in tried.items()}
         return result

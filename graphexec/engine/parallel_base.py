@@ -27,9 +27,14 @@ class SimulatedMode:
         with gc_paused(), run_quietly():
             return self._run(feeds, timing=False)
 
+    def simulate(self, feeds: dict[str, Any]) -> MultiResult:
+        """A timing-only run: the same launch, no kernel computes, no byte moves."""
+        with gc_paused(), run_quietly():
+            return self._run(feeds, timing=True)
+
     def estimate(self, feeds: dict[str, Any]) -> float:
-        """The makespan of a timing-only run (no kernel computes, no byte moves)."""
-        return self._run(feeds, timing=True).stats.makespan_us
+        """The makespan of a timing-only run (what ``auto`` compares)."""
+        return self.simulate(feeds).stats.makespan_us
 
     def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
         raise NotImplementedError

@@ -20,15 +20,11 @@ with) gives its full run's numbers.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-import numpy as np
-
-from graphexec.engine.compiled import gc_paused
 from graphexec.engine.parallel import Mode
 from graphexec.engine.result import Result
 from graphexec.ir import Graph
-from graphexec.kernels.quiet import run_quietly
 
 CONTROL_OPS = ("If", "Loop", "Scan")
 
@@ -48,19 +44,10 @@ def computed(result: Result, why: str) -> Result:
 
 
 def simulate_cards(mode: Mode, feeds: dict[str, Any]) -> Result:
-    """A multi-device session's timing-only run: the mode's own launch with ``timing=True``
-    (``parallel_base.SimulatedMode``); "auto" picks its mode as its ``run`` does."""
-    inner, extra = mode, None
-    choose = getattr(mode, "choose", None)
-    if choose is not None:   # parallel="auto": the same choice and stats.extra as AutoParallel.run
-        name, tried = choose(feeds)
-        inner = cast(Any, mode)._mode(name)
-        extra = {k: float(np.round(v, 3)) for k, v in tried.items()}
-    timing = getattr(inner, "_run", None)
-    if timing is None:   # a mode with no timing-only launch: compute rather than guess
-        return computed(mode.run(feeds), f"parallel mode {type(inner).__name__} has no timing-only run")
-    with gc_paused(), run_quietly():
-        result: Result = timing(feeds, timing=True)
-    if extra is not None:
-        result.stats.extra["auto"] = extra
+    """A multi-device session's timing-only run: the mode's own launch with nothing
+    computed (``SimulatedMode.simulate``; "auto" picks its mode as its ``run`` does)."""
+    simulate = getattr(mode, "simulate", None)
+    if simulate is None:   # a mode with no timing-only launch: compute rather than guess
+        return computed(mode.run(feeds), f"parallel mode {type(mode).__name__} has no timing-only run")
+    result: Result = simulate(feeds)
     return result
