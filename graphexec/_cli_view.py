@@ -9,6 +9,7 @@ from typing import Any
 
 from graphexec._files import check_output, check_targets
 from graphexec.profiling.report_html import write_report
+from graphexec.profiling.view_data import profile_files
 
 
 def register(sub: Any) -> None:
@@ -26,7 +27,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     src = Path(args.profile)
     out = args.output or str((src if src.is_dir() else src.parent) / "report.html")
     check_output(out, "-o")
-    check_targets([("-o", out, ())], [("the profile", src)] if src.is_file() else [])
+    check_targets([("-o", out, ())], [("the profile", f) for f in profile_files(src)])
     write_report(str(src), out)
     print(f"report written to {out}")
     return 0

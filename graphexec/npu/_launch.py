@@ -15,13 +15,12 @@ from typing import Any, Callable
 import numpy as np
 
 from graphexec.npu._plan import OpPlan
-from graphexec.npu._state import STATE, Card
+from graphexec.npu._state import FAULTS, STATE, Card
 from graphexec.runtime.codes import RT_AICORE_EXCEPTION, acl_error
 from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask
 from graphexec.runtime.stream import Stream as RtStream
 
 Range = tuple[int, int, str]
-FAULTS: dict[int, list[tuple[str, BaseException]]] = {}   # card index -> kernel failures, raised at sync
 
 
 def submit(card: Card, launch: Callable[[], Any]) -> None:

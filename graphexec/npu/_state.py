@@ -106,6 +106,7 @@ class State:
         if c is None:
             return
         c.device.synchronize_device()
+        FAULTS.pop(index, None)   # the card's failures go with it: a fresh card starts clean
         c.alive = False
         for s in c.streams.values():
             s.destroyed = True
@@ -115,6 +116,7 @@ class State:
 
 
 STATE = State()
+FAULTS: dict[int, list[tuple[str, BaseException]]] = {}   # card index -> kernel failures, raised at sync
 
 
 def parse_device(device: Any) -> int | None:

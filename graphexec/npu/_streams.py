@@ -75,7 +75,7 @@ class Stream:
     def wait_event(self, event: Event) -> None:
         """Work launched later on this stream waits for ``event``'s newest record."""
         rt = self.check()
-        if event.rt is None or event.rt.record_task is None:
+        if event.rt is None or not event.recorded:
             return   # never recorded: nothing to wait for, as in torch
         ev, card = event.rt, self.card
         _launch.submit(card, lambda: card.device.stream_wait_event(rt, ev))
@@ -118,6 +118,7 @@ class Event:
         self.enable_timing = enable_timing
         self.card: Card | None = None
         self.rt: RtEvent | None = None
+        self.recorded = False   # a record was launched or captured (a captured one has no record task yet)
 
     def record(self, stream: Stream | None = None) -> None:
         stream = stream if stream is not None else current_stream()
@@ -129,6 +130,7 @@ class Event:
             raise DeviceError(f"event was made on {self.card.name}, recorded now on {card.name}")
         ev = self.rt
         _launch.submit(card, lambda: card.device.record_event(ev, rt))
+        self.recorded = True
 
     def wait(self, stream: Stream | None = None) -> None:
         (stream if stream is not None else current_stream()).wait_event(self)

@@ -112,7 +112,15 @@ class Tensor:
         return self._arr.itemsize
 
     def __len__(self) -> int:
+        if not self.shape:
+            raise GraphExecError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __bool__(self) -> bool:
+        """A one-element tensor's truth (waiting for it, as torch does); more is ambiguous."""
+        if int(np.prod(self.shape)) != 1:
+            raise GraphExecError(f"the truth value of a tensor of {int(np.prod(self.shape))} values is ambiguous")
+        return bool(self.item())
 
     def __repr__(self) -> str:
         where = "" if self._store is None else f", device='{self.device}'"

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
+from rich.text import Text
 
 PLAIN_WIDTH = 1000     # a pipe has no width: never wrap a row
 # a header rule of dashes and nothing else: what plain text tables have always looked like
@@ -49,9 +50,9 @@ def table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "", 
     t = Table(box=HEAD_RULE, show_edge=False, pad_edge=False, padding=(0, 0, 0, 1), collapse_padding=True,
               header_style="bold" if on_terminal(stream) else "", show_lines=False)
     for h, num in zip(head, numeric):
-        t.add_column(h, justify="right" if num else "left", no_wrap=not on_terminal(stream))
+        t.add_column(Text(h), justify="right" if num else "left", no_wrap=not on_terminal(stream))
     for r in cells:
-        t.add_row(*r)
+        t.add_row(*(Text(c) for c in r))   # cells are text, not rich markup ("x[bold]y" stays as it is)
     return render(t, stream, indent)
 
 

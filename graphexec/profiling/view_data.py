@@ -88,7 +88,34 @@ def _load_json(path: Path) -> dict[str, Any]:
         raise GraphExecError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise GraphExecError(f"{path}: not a Chrome trace (no traceEvents list)")
+    why = _malformed(doc)
+    if why:
+        raise GraphExecError(f"{path}: not a graphexec timeline: {why}")
     return doc
+
+
+def _malformed(doc: dict[str, Any]) -> str:
+    """What the report needs of a timeline and this one lacks ("" when it has it all)."""
+    for i, e in enumerate(doc["traceEvents"]):
+        if not isinstance(e, dict):
+            return f"traceEvents[{i}] is not an object"
+        if e.get("ph") == "X":
+            for key, kind in (("name", str), ("ts", (int, float)), ("dur", (int, float))):
+                if not isinstance(e.get(key), kind) or isinstance(e.get(key), bool):
+                    return f"traceEvents[{i}] (a complete event) has no {key!r} of the right type"
+    other = doc.get("otherData", {})
+    if not isinstance(other, dict):
+        return "otherData is not an object"
+    runs = other.get("runs") or []
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("run"), int) for r in runs):
+        return "otherData.runs is not a list of runs, each with its 'run' number"
+    return ""
+
+
+def profile_files(path: str | Path) -> list[Path]:
+    """The files a report of ``path`` reads (its timeline, and its op summary if any)."""
+    timeline, ops = _files(Path(path))
+    return [timeline] + ([ops] if ops is not None else [])
 
 
 def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any]]:

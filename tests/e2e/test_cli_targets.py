@@ -49,3 +49,27 @@ def test_a_profile_with_an_alias_bomb_is_refused(tmp_path):
     with pytest.raises(GraphExecError) as err:
         load_profile(str(path))
     assert "\n" not in str(err.value) and "bomb.yaml" in str(err.value) and "alias" in str(err.value)
+
+
+def test_view_will_not_write_over_a_file_of_the_folder_it_reads(tmp_path, capsys):
+    prof = tmp_path / "prof"
+    assert cli.main(["run", str(MODEL), "--profile", str(prof)]) == 0
+    capsys.readouterr()
+    before = (prof / "timeline.json").read_bytes()
+    assert cli.main(["view", str(prof), "-o", str(prof / "timeline.json")]) == 2
+    assert "timeline.json" in _err(capsys) and (prof / "timeline.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("doc,why", [
+    ({"traceEvents": [5]}, "traceEvents[0] is not an object"),
+    ({"traceEvents": [{"ph": "X", "name": "k", "dur": 1}]}, "traceEvents[0] (a complete event) has no 'ts' of the right type"),
+    ({"traceEvents": [], "otherData": {"runs": [{"diagnosis": {}}]}},
+     "otherData.runs is not a list of runs, each with its 'run' number"),
+])
+def test_a_malformed_timeline_is_one_line(tmp_path, capsys, doc, why):
+    import json
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["view", str(path), "-o", str(tmp_path / "r.html")]) == 2
+    assert _err(capsys).strip() == f"graphexec: error: {path}: not a graphexec timeline: {why}"

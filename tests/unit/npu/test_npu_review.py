@@ -1,0 +1,43 @@
+"""Review findings on eager mode, each with the behaviour torch has: a captured wait between
+streams is kept (it was dropped, so a replay raced), a tensor's truth is its one value,
+and a card reset forgets the old card's kernel faults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphexec.npu as npu
+from graphexec.errors import GraphExecError
+
+
+def test_a_captured_wait_between_streams_is_kept():
+    x = npu.randn(64, 64)
+    s1 = npu.Stream()
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        with npu.stream(s1):
+            y = x * 2
+        npu.current_stream().wait_stream(s1)
+        z = y + 1
+    g.replay()
+    npu.synchronize()
+    np.testing.assert_array_equal(z.cpu().numpy(), x.cpu().numpy() * 2 + 1)
+    assert len(g._launches) == 4   # two ops, the record on s1 and the wait for it (the wait was lost)
+
+
+def test_truth_of_a_tensor():
+    assert bool(npu.tensor([0.0]) > 1) is False and bool(npu.tensor([2.0]) > 1) is True
+    assert bool(npu.tensor(3.0) > 1) is True
+    with pytest.raises(GraphExecError, match="the truth value of a tensor of 2 values is ambiguous"):
+        bool(npu.tensor([1.0, 2.0]))
+
+
+def test_a_reset_card_forgets_the_old_cards_faults():
+    x = npu.tensor([1.0, 2.0]).npu()
+    npu.ops.run("Gather", x, npu.tensor(np.array([5], np.int64)).npu())   # index 5 of 2: fails on the device
+    npu.reset_device()   # waits for the card (the fault happens) and releases it
+    npu.set_device(0)
+    y = npu.tensor([3.0]).npu() + 1
+    npu.synchronize()   # the fresh card has no fault of the old one to raise
+    assert y.cpu().tolist() == [4.0]
