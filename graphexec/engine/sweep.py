@@ -46,7 +46,8 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
         raise GraphExecError(f"batch must be an int >= 1, not {batch!r}")
     out = open_output(output) if output is not None else None
     try:
-        rows = {_key(r): r for r in (out.rows if out is not None else [])}
+        # a row counts as done only for the batch it was run at (a rerun at another batch is new work)
+        rows = {_key(r): r for r in (out.rows if out is not None else []) if r.get("batch") == batch}
         todo = [Job(p, batch, verify, diagnose) for p in points if p.key not in rows]
         firsts: dict[str, Point] = {}
         for p in points:
@@ -55,6 +56,7 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
         if progress is not None:
             progress(done, len(points), todo[0].point.describe() if todo else "")
         for row, job in zip(_backend(backend, workers, address).rows(found, todo) if todo else iter(()), todo):
+            row["batch"] = batch
             _finish(row, job.point, firsts[job.point.model], rows, verify)
             rows[job.point.key] = row
             if out is not None:

@@ -28,16 +28,22 @@ class CsvOutput:
             self._write(list(COLUMNS))
 
     def _read(self) -> Iterator[dict[str, Any]]:
-        text = self.path.read_text(encoding="utf-8")
-        if not text.endswith("\n"):   # a row cut short: drop it, it is run again
-            text = text[:text.rfind("\n") + 1]
-            with open(self.path, "r+", encoding="utf-8") as f:
-                f.truncate(len(text.encode("utf-8")))
-        reader = csv.reader(io.StringIO(text))
-        header = next(reader, None)
-        if header != list(COLUMNS):
+        raw = self.path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GraphExecError(f"{self.path}: not a sweep's output (not UTF-8 text); give another --output") from None
+        header = next(csv.reader(io.StringIO(text.split("\n", 1)[0])), None)
+        if header != list(COLUMNS):   # checked before anything is cut: someone else's file stays whole
             raise GraphExecError(f"{self.path}: not a sweep's output (its columns differ from a sweep's); "
                                  "give another --output")
+        if not text.endswith("\n"):   # a row cut short: drop it, it is run again
+            keep = raw.rfind(b"\n") + 1
+            with open(self.path, "r+b") as f:
+                f.truncate(keep)
+            text = raw[:keep].decode("utf-8")
+        reader = csv.reader(io.StringIO(text))
+        next(reader, None)
         for values in reader:
             yield parse(dict(zip(COLUMNS, values)))
 

@@ -21,11 +21,11 @@ from graphexec.passes.free_batch import free_batch
 
 # column -> type; a row read back from a CSV is converted with these ("" stays None)
 NUMBERS: dict[str, type] = {
-    "devices": int, "makespan_us": float, "lower_bound_us": float, "speedup": float, "num_tasks": int,
+    "devices": int, "batch": int, "makespan_us": float, "lower_bound_us": float, "speedup": float, "num_tasks": int,
     "num_events": int, "peak_bytes": int, "cube_utilization": float, "vector_utilization": float,
     "hbm_utilization": float, "compile_s": float, "simulate_s": float,
 }
-COLUMNS = KEY + ("makespan_us", "lower_bound_us", "speedup", "num_tasks", "num_events", "peak_bytes",
+COLUMNS = KEY + ("batch", "makespan_us", "lower_bound_us", "speedup", "num_tasks", "num_events", "peak_bytes",
                  "cube_utilization", "vector_utilization", "hbm_utilization", "cause", "computed",
                  "compile_s", "simulate_s", "outputs_sha256", "verified", "error")
 TIMES = ("compile_s", "simulate_s")   # host seconds: the only columns that differ from run to run

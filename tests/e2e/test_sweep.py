@@ -263,3 +263,21 @@ def test_cli_run_and_compare_timing_only_give_the_full_numbers(tmp_path):
     assert cmp_timing[-1] == "timing only: outputs not computed" and "bit-identical" in cmp_full[-1]
     refused = _cli("run", model, "--timing-only", "--save", str(tmp_path / "o.npz"))
     assert refused.returncode == 2 and "--save" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_someone_elses_csv_is_refused_and_left_whole(tmp_path):
+    foreign = tmp_path / "scores.csv"
+    foreign.write_bytes(b"name,score\nalice,1\nbob,2")   # no newline at the end: it used to lose 'bob,2'
+    with pytest.raises(gx.GraphExecError, match="not a sweep's output"):
+        gx.sweep(THREE[:1], device=["ascend910"], streams=[1], policy=["ge"], output=str(foreign), workers=1)
+    assert foreign.read_bytes() == b"name,score\nalice,1\nbob,2"
+
+
+def test_a_resumed_sweep_at_another_batch_runs_its_points_again(tmp_path):
+    out = tmp_path / "r.csv"
+    kw = dict(device=["ascend910"], streams=[1], policy=["ge"], output=str(out), workers=1)
+    one = gx.sweep(THREE[:1], batch=1, **kw)
+    four = gx.sweep(THREE[:1], batch=4, **kw)
+    assert four[0]["batch"] == 4 and one[0]["batch"] == 1
+    assert four[0]["makespan_us"] > one[0]["makespan_us"]   # it ran at batch 4, not read back batch 1's row
+    assert gx.sweep(THREE[:1], batch=4, **kw) == four        # and resuming at batch 4 now finds its row
