@@ -57,13 +57,22 @@ class OpPlan:
 
 def signature(x: Any) -> Any:
     """What a plan depends on of a non-tensor argument: a constant's value (arrays by bytes)."""
-    if isinstance(x, np.ndarray):
-        return ("array", x.dtype, x.shape, x.tobytes())
-    return ("const", type(x), x)
+    return ("const", type(x), _frozen(x))
 
 
 def attrs_key(attrs: dict[str, Any]) -> Any:
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+    return tuple(sorted((k, _frozen(v)) for k, v in attrs.items()))
+
+
+def _frozen(v: Any) -> Any:
+    """``v`` as a hashable key: arrays by dtype, shape and bytes, lists and dicts as tuples."""
+    if isinstance(v, np.ndarray):
+        return ("array", v.dtype, v.shape, v.tobytes())
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _frozen(x)) for k, x in v.items()))
+    return v
 
 
 def plan_key(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> tuple[Any, ...]:

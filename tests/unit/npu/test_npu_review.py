@@ -41,3 +41,10 @@ def test_a_reset_card_forgets_the_old_cards_faults():
     y = npu.tensor([3.0]).npu() + 1
     npu.synchronize()   # the fresh card has no fault of the old one to raise
     assert y.cpu().tolist() == [4.0]
+
+
+def test_list_and_array_arguments_make_a_plan_key():
+    x = npu.randn(4, 6)
+    assert npu.ops.run("Reshape", x, [2, -1]).shape == (2, 12)   # a list constant was a bare TypeError
+    c = npu.ops.run("Constant", value=np.array([1.0, 2.0], np.float32))   # an array attribute, too
+    np.testing.assert_array_equal(c.cpu().numpy(), [1.0, 2.0])
