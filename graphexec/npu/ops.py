@@ -99,7 +99,8 @@ def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> A
         values = dict(plan.consts)
         values.update(zip(plan.inputs, (t._arr for t in tensors)))
         res = plan.runner(values, None) if not plan.view else {plan.outputs[0][0]: tensors[0]._arr}
-        made = tuple(Tensor(np.array(res[n], dtype=dt).reshape(shape)) for n, dt, shape in plan.outputs)
+        made = tuple(Tensor(np.array(res[n], dtype=dt) if plan.dynamic else np.array(res[n], dtype=dt).reshape(shape))
+                     for n, dt, shape in plan.outputs)   # a shape the values decide is the kernel's own
         return made[0] if outputs == 1 else made
     card.check()
     if plan.view:

@@ -48,3 +48,9 @@ def test_list_and_array_arguments_make_a_plan_key():
     assert npu.ops.run("Reshape", x, [2, -1]).shape == (2, 12)   # a list constant was a bare TypeError
     c = npu.ops.run("Constant", value=np.array([1.0, 2.0], np.float32))   # an array attribute, too
     np.testing.assert_array_equal(c.cpu().numpy(), [1.0, 2.0])
+
+
+def test_an_op_whose_values_decide_its_shape_runs_on_a_host_tensor():
+    x = npu.tensor(np.array([0.0, 3.0, 0.0, 4.0], np.float32))   # on the host: it used to fail reshaping
+    np.testing.assert_array_equal(npu.ops.run("NonZero", x).numpy(), [[1, 3]])
+    np.testing.assert_array_equal(npu.ops.run("NonZero", x.npu()).cpu().numpy(), [[1, 3]])
