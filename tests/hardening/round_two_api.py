@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from loop_models import runaway_loop
 
 import graphexec as gx
 from graphexec import acl
@@ -84,22 +83,7 @@ def _cost_rule(name: str, flops: Any) -> Callable[[], Any]:
 
 
 def _loop(trips: int, grow: bool = False) -> gx.Graph:
-    mk = helper.make_node
-    step = mk("Concat", ["v_in", "v_in"], ["v_out"], axis=0) if grow else mk("Add", ["v_in", "one"], ["v_out"])
-    body = helper.make_graph(
-        [mk("Identity", ["c_in"], ["c_out"]), step], "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.array([1.0], np.float32), "one")])
-    g = helper.make_graph([mk("Loop", ["M", "cond", "v0"], ["v"], body=body, name="loop")], "runaway",
-                          [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [1])],
-                          [helper.make_tensor_value_info("v", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(np.array(trips, np.int64), "M"),
-                           numpy_helper.from_array(np.array(True), "cond")])
-    return gx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    return gx.load(runaway_loop(trips, grow))
 
 
 def _run_loop(trips: int, grow: bool = False, limit: str | None = "100", device: Any = None) -> Callable[[], Any]:
@@ -174,4 +158,3 @@ API: list[ApiCase] = [
             "809984 of 1048576 bytes of device memory in use"),
 ]
 
-assert onnx   # the loop models are built with onnx.helper
