@@ -139,3 +139,13 @@ def test_the_cap_is_real(tmp_path):
     """The harness itself: spending past the cap fails, so the passes above mean something."""
     p = capped("np.ones(96 << 20, np.uint8)\n", 64 * MiB)
     assert p.returncode == 1 and "MemoryError" in p.stderr
+
+
+def test_a_run_holds_about_twice_its_data(tmp_path):
+    """graphexec run of a Relu on a 128 MiB input file (data: 128 MiB in, 128 MiB out) under
+    a cap of 2.25x the data above the imports: the host arrays plus their copies in the
+    emulated HBM. It used to need one more full-size array (Relu's cached zeros)."""
+    path = B.write(tmp_path, "m.onnx", B.model([helper.make_node("Relu", ["x"], ["y"])], shape=[32, 1024, 1024]))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((32, 1024, 1024)).astype(np.float32))
+    rc, err = run_cli(["run", path, "--input", f"x={tmp_path / 'x.npy'}"], 576 * MiB)
+    assert rc == 0, err[-2000:]
