@@ -41,7 +41,7 @@ class Module:
     def __init__(self, graph: Graph | Any, streams: int = 1) -> None:
         self.graph = graph if isinstance(graph, Graph) else load(graph)
         self.options = CompileOptions(streams=streams)
-        self._plans: dict[Any, tuple[Compiled, dict[int, RtStream], dict[int, Any]]] = {}
+        self._plans: dict[Any, tuple[Card, Compiled, dict[int, RtStream], dict[int, Any]]] = {}
 
     def __call__(self, *args: Tensor) -> Any:
         names = self.graph.inputs
@@ -64,14 +64,14 @@ class Module:
         types = check_feeds(self.graph, {k: np.empty(v.shape, v.dtype) for k, v in feeds.items()})
         key = (card.index, card.current.id, signature(types))
         entry = self._plans.get(key)
-        if entry is None:
+        if entry is None or entry[0] is not card:   # a card made anew (npu.init, reset_device): plan again
             compiled = compile_graph(clone_graph(self.graph), replace(self.options, input_types=types),
                                      card.device.profile, card.device)
             dev = card.device
             streams = {0: card.current, **{i: dev.create_stream() for i in range(1, len(compiled.schedule.streams))}}
             events = {i: dev.create_event() for i in range(compiled.schedule.num_event_ids + 2 * len(streams))}
-            entry = self._plans[key] = (compiled, streams, events)
-        return entry
+            entry = self._plans[key] = (card, compiled, streams, events)
+        return entry[1], entry[2], entry[3]
 
     def _launch(self, card: Card, compiled: Compiled, streams: dict[int, RtStream], events: dict[int, Any],
                 args: tuple[Tensor, ...], outs: list[Tensor]) -> None:

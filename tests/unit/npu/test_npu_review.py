@@ -54,3 +54,17 @@ def test_an_op_whose_values_decide_its_shape_runs_on_a_host_tensor():
     x = npu.tensor(np.array([0.0, 3.0, 0.0, 4.0], np.float32))   # on the host: it used to fail reshaping
     np.testing.assert_array_equal(npu.ops.run("NonZero", x).numpy(), [[1, 3]])
     np.testing.assert_array_equal(npu.ops.run("NonZero", x.npu()).cpu().numpy(), [[1, 3]])
+
+
+def test_a_module_plans_again_on_a_card_made_anew():
+    import graphexec as gx
+
+    b = gx.GraphBuilder("m", opset=17)
+    x = b.input("x", "float32", [4])
+    b.output(b.Relu(x))
+    module = npu.Module(b.build())
+    a = npu.tensor(np.array([-1.0, 2.0, -3.0, 4.0], np.float32)).npu()
+    np.testing.assert_array_equal(module(a).cpu().numpy(), [0, 2, 0, 4])
+    npu.init()   # a fresh card 0: the old plan's device and streams are gone
+    a = npu.tensor(np.array([-1.0, 5.0, -3.0, 6.0], np.float32)).npu()
+    np.testing.assert_array_equal(module(a).cpu().numpy(), [0, 5, 0, 6])   # it used to say "stream 0 was destroyed"
