@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -52,15 +53,21 @@ def to_onnx(graph: Graph, input_types: dict[str, TensorType] | None = None,
     return model
 
 
+@functools.lru_cache(maxsize=None)
+def _np_dtype(elem_type: int) -> np.dtype:
+    """numpy's dtype of an ONNX element type (cached: a model's values share a handful)."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError):
+        raise ModelLoadError(f"element type {elem_type} is not one onnx knows") from None
+
+
 def tensor_type(tp: onnx.TypeProto) -> TensorType:
     """TypeProto to TensorType; unknown parts stay None, an element type onnx does not know is an error."""
     which = tp.WhichOneof("value")
     if which == "tensor_type":
         tt = tp.tensor_type
-        try:
-            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
-        except (KeyError, TypeError):
-            raise ModelLoadError(f"element type {tt.elem_type} is not one onnx knows") from None
+        dtype = _np_dtype(tt.elem_type) if tt.elem_type else None
         shape = None
         if tt.HasField("shape"):
             # a dim_value of -1 and a dim_param "?" (Paddle2ONNX's dynamic dims) are unknown,

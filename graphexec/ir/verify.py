@@ -23,8 +23,17 @@ def dependency_graph(graph: Graph) -> nx.DiGraph:
     return g
 
 
+def _in_order(graph: Graph) -> bool:
+    """Whether every node reads only values of nodes before it (as ONNX asks of a file):
+    then the stable topological order is the order at hand, and no cycle exists."""
+    prod = {o: i for i, n in enumerate(graph.nodes) for o in n.outputs if o}
+    return all(prod.get(name, -1) < j for j, n in enumerate(graph.nodes) for name in n.all_inputs)
+
+
 def topological_sort(graph: Graph) -> None:
     """Reorder ``graph.nodes`` topologically (stable), or raise GraphError naming a cycle."""
+    if _in_order(graph):
+        return
     g = dependency_graph(graph)
     try:
         order = list(nx.lexicographical_topological_sort(g))

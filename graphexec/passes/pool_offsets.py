@@ -58,6 +58,7 @@ def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = No
     last = np.array([starts[s][-1] if starts[s] else -1 for s in pool], dtype=np.int64)
     entry = _entry_clocks(schedule, pool)
     out: list[set[int]] = [set() for _ in items]
+    knowing = _Knowing(schedule)
     pairs = 0
     for i, a in enumerate(items):
         need = list(a.end)
@@ -66,7 +67,7 @@ def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = No
             lo = bisect.bisect_left(starts[s], a.first)
             if lo == len(ids):
                 continue
-            hi = _first_knowing(ids, lo, need, schedule)
+            hi = knowing.first(s, len(ids), lo, need)
             for tid in ids[lo:hi]:
                 for j in written.get(tid, ()):
                     if j != i and (items[j].first > a.first or (items[j].first == a.first and j > i)):
@@ -99,22 +100,36 @@ def _candidates(pool: np.ndarray, last: np.ndarray, entry: np.ndarray, first: in
     return pool[unknown & (last >= first)].tolist()
 
 
-def _first_knowing(ids: list[int], lo: int, need: list[tuple[int, int]], schedule: Schedule) -> int:
-    """Index of the first task at or after ``lo`` on a stream whose clock passes every
-    (stream, position) in ``need``: the last uses of a tensor."""
-    knows = schedule.clock.knows
-    hi, n = lo, len(ids)
-    step = 1
-    while hi < n and not knows(ids[hi], need):  # gallop: the window is usually short
-        lo, hi = hi + 1, min(n, hi + step)
-        step *= 2
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if knows(ids[mid], need):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+class _Knowing:
+    """Where on a stream the tasks start knowing a tensor's last uses, by bisection of the
+    stream's checkpoints (a clock only grows along a stream), one column built per
+    (stream, other stream) asked about."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.clock = schedule.clock
+        self.columns: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+
+    def first(self, stream: int, n: int, lo: int, need: list[tuple[int, int]]) -> int:
+        """The first position >= ``lo`` of ``stream`` (``n`` tasks) whose clock passes every
+        (stream, position) in ``need``; ``n`` when none does (``Clocks.knows`` pointwise)."""
+        hi = lo
+        for s, e in need:
+            if e < 0:   # every clock knows nothing of a stream: the 0-th task is always past -1
+                continue
+            if s == stream:
+                p = e + 1
+            else:
+                col = self.columns.get((stream, s))
+                if col is None:
+                    col = self.columns[stream, s] = self.clock.column(stream, s)
+                at, vals = col
+                k = bisect.bisect_right(vals, e)
+                p = at[k] if k < len(at) else n
+            if p > hi:
+                hi = p
+                if hi >= n:
+                    return n
+        return hi
 
 
 def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order) -> tuple[list[int], int]:

@@ -152,9 +152,11 @@ class ShapeInference(Pass):
         for name, t in state.options.input_types.items():
             graph.values[name].type = t
         changed = False
-        for _ in range(4):
-            step = fold_constants(graph) if state.options.fold else False
-            step = infer_types(graph) or step
+        for k in range(4):
+            folded = fold_constants(graph) if state.options.fold else False
+            if k and not folded:   # the graph is the one the last inference saw: nothing new to find
+                break
+            step = infer_types(graph) or folded
             changed |= step
             if not step:
                 break

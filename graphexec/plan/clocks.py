@@ -75,6 +75,11 @@ class Clocks:
         cp = self._checkpoint(own, p)
         return all((p if s == own else cp.get(s, 0)) > e for s, e in need)
 
+    def column(self, stream: int, s: int) -> tuple[list[int], list[int]]:
+        """Along ``stream``: the positions where its checkpoints start and what each knows of
+        stream ``s`` (both non-decreasing: a stream's clock only grows)."""
+        return self._at[stream], [cp.get(s, 0) for cp in self._cp[stream]]
+
     def entry(self, s: int) -> dict[int, int]:
         """The clock of stream ``s``'s first task (others only): what the whole stream knows."""
         return self._checkpoint(s, 0)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+from dags import random_dag
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schedule_checks import sync_graph
 
 import graphexec as gx
-from dags import random_dag
 from graphexec.passes.event_insertion import insert_events, physical_streams
-from schedule_checks import sync_graph
 
 
 def _dense_oracle(schedule) -> dict[int, list[int]]:
@@ -50,3 +50,25 @@ def test_clock_width_does_not_grow_with_the_task_count():
     sched = insert_events(tasks, stream_of)
     stored = sum(len(cp) for cps in sched.clock._cp for cp in cps)
     assert len(sched.streams) >= 30 and stored < len(tasks.tasks) * len(sched.streams) / 4
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 80), streams=st.integers(1, 5), split=st.integers(2, 12))
+def test_first_knowing_by_bisection_equals_a_scan_of_knows(seed, n, streams, split):
+    """The memory planner's bisection over checkpoints finds the first task of a stream that
+    knows a set of positions, as a scan calling ``Clocks.knows`` task by task does."""
+    from graphexec.passes.pool_offsets import _Knowing
+
+    rng = np.random.default_rng(seed)
+    tasks = gx.Session(random_dag(rng, n)).compile(None).tasks
+    stream_of = physical_streams([int(rng.integers(0, streams)) for _ in tasks.tasks], tasks, 27 + 3 * split)
+    sched = insert_events(tasks, stream_of)
+    knowing = _Knowing(sched)
+    sizes = [len(s) for s in sched.streams]
+    for _ in range(40):
+        need = [(int(s), int(rng.integers(-1, sizes[s] + 1))) for s in rng.choice(len(sizes), size=2)]
+        for s, tasks_on in enumerate(sched.streams):
+            ids = [t.id for t in tasks_on]
+            lo = int(rng.integers(0, len(ids) + 1))
+            scan = next((p for p in range(lo, len(ids)) if sched.clock.knows(ids[p], need)), len(ids))
+            assert knowing.first(s, len(ids), lo, need) == scan
