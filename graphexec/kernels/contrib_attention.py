@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from graphexec.kernels.contrib_util import DOMAIN, attr_check, flag, need, refuse, work
+from graphexec.kernels.nn import _row_max
 from graphexec.kernels.registry import OpContext, register
 
 
@@ -29,18 +30,39 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(b, s, n * h)
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _softmax_(x: np.ndarray) -> np.ndarray:
+    """softmax over the last axis, in place: shift by the row max, exp, divide by the row sum."""
+    x -= _row_max(x, x.ndim - 1)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray | None,
-           scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(softmax(scale * q k^T + bias) v, the scaled scores) for q (B, N, S, H), k/v (B, N, T, H)."""
-    scores = np.matmul(q, k.swapaxes(-1, -2)) * q.dtype.type(scale)
+           scale: float, keep_scores: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """(softmax(scale * q k^T + bias) v as (B, S, N, H), the scaled and biased scores when
+    ``keep_scores``) for q (B, N, S, H), k/v (B, N, T, H). The scores live in one array from
+    the first GEMM to the second (scaled, biased and normalized in place), and the second
+    GEMM writes its heads straight into the merged (B, S, N, H) layout."""
+    scores = np.matmul(q, k.swapaxes(-1, -2))
+    scores *= q.dtype.type(scale)
     if bias is not None:
-        scores = scores + bias
-    return np.matmul(_softmax(scores), v), scores
+        if np.broadcast_shapes(scores.shape, bias.shape) == scores.shape:
+            scores += bias
+        else:
+            scores = scores + bias
+    kept = scores.copy() if keep_scores else None
+    probs = _softmax_(scores)
+    b, n, s, _ = probs.shape
+    out = np.empty((b, s, n, v.shape[-1]), dtype=np.result_type(probs, v))
+    np.matmul(probs, v, out=out.transpose(0, 2, 1, 3))
+    return out, kept
+
+
+def merge_heads_bsnh(x: np.ndarray) -> np.ndarray:
+    """attend's (B, S, N, H) output -> (B, S, N*H), a view."""
+    b, s, n, h = x.shape
+    return x.reshape(b, s, n * h)
 
 
 def causal(s: int, t: int, past: int) -> np.ndarray:
@@ -147,7 +169,9 @@ def attention(ctx: OpContext, x: np.ndarray, weights: np.ndarray, bias: np.ndarr
         refuse(ctx, f"input {x.shape} and weights {weights.shape}; expected (B, S, D_in) and (D_in, D_qkv)")
     dq, dk, dv = _qkv_sizes(ctx, weights, heads)
     xw, ww, bw = work(ctx, x, weights, bias)
-    proj = xw @ ww if bw is None else xw @ ww + bw
+    proj = xw @ ww
+    if bw is not None:
+        proj += bw
     q, k, v = (split_heads(p, heads) for p in np.split(proj, [dq, dq + dk], axis=-1))
     b, s = x.shape[:2]
     p = 0
@@ -159,7 +183,7 @@ def attention(ctx: OpContext, x: np.ndarray, weights: np.ndarray, bias: np.ndarr
         k, v = np.concatenate([pw[0], k], axis=2), np.concatenate([pw[1], v], axis=2)
     sb = score_bias(ctx, mask_index, attn_bias, flag(ctx, "unidirectional"), (b, heads, s, p + s), p, q.dtype)
     out, _ = attend(q, k, v, sb, _scale(ctx, dq // heads))
-    y = merge_heads(out).astype(x.dtype)
+    y = merge_heads_bsnh(out).astype(x.dtype, copy=False)
     return (y, np.stack([k, v]).astype(x.dtype)) if ctx.num_outputs > 1 else y
 
 
@@ -214,7 +238,9 @@ def multi_head_attention(ctx: OpContext, query: np.ndarray, key: np.ndarray | No
     b, _, s, hd = q.shape
     t = k.shape[2]
     sb = score_bias(ctx, key_padding_mask, attn_bias, flag(ctx, "unidirectional"), (b, heads, s, t), p, q.dtype)
-    out, scores = attend(q, k, v, sb, _scale(ctx, hd))
+    out, scores = attend(q, k, v, sb, _scale(ctx, hd), keep_scores=ctx.num_outputs > 3)
     dt = query.dtype
-    outs = (merge_heads(out).astype(dt), k.astype(dt), v.astype(dt), scores.astype(dt))
-    return outs[:ctx.num_outputs] if ctx.num_outputs > 1 else outs[0]
+    outs = [merge_heads_bsnh(out).astype(dt), k.astype(dt), v.astype(dt)]
+    if scores is not None:
+        outs.append(scores.astype(dt))
+    return tuple(outs[:ctx.num_outputs]) if ctx.num_outputs > 1 else outs[0]

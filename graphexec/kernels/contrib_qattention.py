@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from graphexec.ir import TensorType
-from graphexec.kernels.contrib_attention import attend, merge_heads, score_bias, split_heads
+from graphexec.kernels.contrib_attention import attend, merge_heads_bsnh, score_bias, split_heads
 from graphexec.kernels.contrib_cost import contrib_cost
 from graphexec.kernels.contrib_util import DOMAIN, flag, ints, need, refuse, work
 from graphexec.kernels.cost import Cost
@@ -116,8 +116,12 @@ def _project(ctx: OpContext, x: np.ndarray, w: np.ndarray, bias: np.ndarray, x_s
     wz = _param(ctx, w_zp, "weight_zero_point", (1, n), w.dtype)
     assert xs is not None and ws is not None  # _param returns what it is given
     scale = ws.astype(_F32) * xs.astype(_F32)
-    acc = int_matmul(ctx, x, xz, w, wz, (1, 7) if wz is not None else (1,))
-    return acc.astype(_F32) * scale + bias.astype(_F32)
+    acc = int_matmul(ctx, x, xz, w, wz, (1, 7) if wz is not None else (1,)).astype(_F32, copy=False)
+    if np.broadcast_shapes(acc.shape, scale.shape) != acc.shape:
+        return acc * scale + bias.astype(_F32)
+    acc *= scale   # acc is the GEMM's own new array: the same two roundings, in place
+    acc += bias.astype(_F32, copy=False)
+    return acc
 
 
 def _attend_projected(ctx: OpContext, proj: np.ndarray, mask: np.ndarray | None, past: np.ndarray | None,
@@ -135,7 +139,7 @@ def _attend_projected(ctx: OpContext, proj: np.ndarray, mask: np.ndarray | None,
     sb = score_bias(ctx, mask, None, flag(ctx, "unidirectional"), (b, heads, s, p + s), p, q.dtype)
     scale = float(ctx.attrs.get("scale", 0.0)) or 1 / math.sqrt(hd)
     out, _ = attend(q, k, v, sb, scale)
-    return merge_heads(out), np.stack([k, v])
+    return merge_heads_bsnh(out), np.stack([k, v])
 
 
 @_register("QAttention", _qattention_types, _qattention_cost)

@@ -1,0 +1,101 @@
+"""The transformer kernels' fast paths (float32 Gelu of the com.microsoft ops, in-place
+attention) against the plain formulas they replace and against onnxruntime's CPU kernels."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from contrib_oracle import check, one_node, rand, run_ort, run_ours
+
+from graphexec.kernels import contrib_act, contrib_attention, nn
+from graphexec.kernels.registry import OpContext
+
+RNG = np.random.default_rng(11)
+
+
+def _gelu64(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def test_gelu32_is_within_a_few_ulp_of_the_true_gelu_and_the_float64_path():
+    x = (RNG.standard_normal(50_000) * 4).astype(np.float32)
+    x = np.concatenate([x, np.float32([0.0, -0.0, 1e-30, -1e-30, 5.0, -5.0, 30.0, -30.0, 1e4, -1e4, np.inf])])
+    got = contrib_act.gelu32(x.copy())
+    plain = nn.gelu(OpContext("Gelu", {"approximate": "none"}, 20), x)   # the float64 erfc path it replaces
+    true = _gelu64(x)
+    # absolute error of a float32 erf times |x| (the cancellation of 1 + erf for x < 0, as in ORT)
+    bound = 4 * np.finfo(np.float32).eps * np.maximum(np.abs(x), 1.0) * np.maximum(np.abs(true), 1.0)
+    fin = np.isfinite(true)
+    assert np.all(np.abs(got[fin] - true[fin]) <= bound[fin])
+    assert np.all(np.abs(got[fin] - plain[fin]) <= bound[fin])
+    assert got[-1] == np.inf and np.isnan(contrib_act.gelu32(np.float32([np.nan]))[0])
+    assert np.all(got[x > 0] > 0) and np.all(got[(x < 0) & (x > -5)] < 0)
+
+
+def test_gelu32_overwrites_and_returns_its_input():
+    h = rand(3, 5)
+    assert contrib_act.gelu32(h) is h
+
+
+@pytest.mark.parametrize("op,inputs", [("BiasGelu", 2), ("Gelu", 1)])
+@pytest.mark.parametrize("dt,tol", [(np.float32, 2e-6), (np.float16, 3e-3)])
+def test_com_microsoft_gelu_matches_onnxruntime(op, inputs, dt, tol):
+    x = rand(4, 32, 96, dtype=dt, scale=3.0)
+    ins = [x, rand(96, dtype=dt)][:inputs]
+    check(op, ins, rtol=tol, atol=tol)
+
+
+def test_bias_gelu_leaves_its_inputs_alone_and_float64_keeps_full_precision():
+    a, b = rand(2, 8), rand(8)
+    a0, b0 = a.copy(), b.copy()
+    model = one_node("Gelu", [a])
+    run_ours(model, [a])
+    run_ours(one_node("BiasGelu", [a, b]), [a, b])
+    assert np.array_equal(a, a0) and np.array_equal(b, b0)
+    ctx = OpContext("Gelu", {}, 1)
+    x64 = RNG.standard_normal(64) * 6
+    tail = 0.5 * x64 * np.vectorize(math.erfc)(-x64 / math.sqrt(2))   # no cancellation for x < 0
+    np.testing.assert_allclose(contrib_act.gelu(ctx, x64), tail, rtol=1e-12, atol=1e-300)
+    assert np.array_equal(contrib_act.gelu(ctx, x64[:4]), nn.gelu(OpContext("Gelu", {}, 20), x64[:4]))
+
+
+def _plain_attend(q, k, v, bias, scale):
+    s = np.matmul(q, k.swapaxes(-1, -2)) * q.dtype.type(scale)
+    if bias is not None:
+        s = s + bias
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.matmul(e / e.sum(axis=-1, keepdims=True), v).transpose(0, 2, 1, 3), s
+
+
+@pytest.mark.parametrize("bias_shape", [None, (2, 1, 5, 7), (1, 1, 5, 7), (2, 3, 5, 7), (2, 3, 1, 7)])
+def test_attend_in_place_matches_the_plain_formula(bias_shape):
+    q, k, v = rand(2, 3, 5, 4), rand(2, 3, 7, 4), rand(2, 3, 7, 6)
+    bias = None if bias_shape is None else rand(*bias_shape)
+    out, kept = contrib_attention.attend(q, k, v, bias, 0.5, keep_scores=True)
+    want, scores = _plain_attend(q, k, v, bias, 0.5)
+    assert out.shape == (2, 5, 3, 6) and out.dtype == np.float32
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    assert np.array_equal(kept, scores)
+    assert contrib_attention.attend(q, k, v, bias, 0.5)[1] is None
+
+
+def test_attend_with_a_bias_wider_than_the_scores_broadcasts_as_before():
+    q, k, v = rand(1, 1, 5, 4), rand(1, 1, 7, 4), rand(1, 1, 7, 4)
+    bias = rand(2, 3, 5, 7)
+    out, _ = contrib_attention.attend(q, k, v, bias, 1.0)
+    want, _ = _plain_attend(q, k, v, bias, 1.0)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
+def test_attention_with_mask_and_past_matches_onnxruntime():
+    b, s, d, heads, p = 2, 6, 16, 4, 3
+    x, w, bias = rand(b, s, d), rand(d, 3 * d, scale=0.3), rand(3 * d)
+    mask = np.array([[1] * (p + s), [1] * (p + s - 2) + [0, 0]], dtype=np.int32)
+    past = rand(2, b, heads, p, d // heads)
+    model = one_node("Attention", [x, w, bias, mask, past], num_outputs=2, num_heads=heads)
+    ours, ref = run_ours(model, [x, w, bias, mask, past]), run_ort(model, [x, w, bias, mask, past])
+    for o, r in zip(ours, ref):
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)
