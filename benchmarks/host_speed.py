@@ -13,8 +13,9 @@ graphexec cannot run gets a line saying why; the geometric mean is given per fam
 
 --first times what a user waits for before the first result, on the same models:
 gx.load + Session + the first run against onnxruntime's InferenceSession creation + its
-first run, each from the file, alternating, after one untimed round (imports, the OS file
-cache) per model.
+first run, each from the file, alternating; the median is taken after one round per model
+whose times are printed apart ("cold": the first model's includes each library's imports and
+one-time tables, every model's the OS file cache).
 
 Targets (issue 20, round two): light models 1.25x geometric mean, none beyond 2x; the
 transformer family 1.5x; the first run of a transformer encoder 3x.
@@ -176,7 +177,8 @@ def first(args: argparse.Namespace) -> None:
     """The table of first-run times (load, compile, run once) over the published models."""
     rm, families, chosen = _chosen(args.first, args.quick)
     repeat = 1 if args.quick else max(1, min(args.repeat, 5))
-    print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}  families  (load + first run)")
+    print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}{'cold ms: ours':>15}{'ort':>8}  "
+          "families  (load + first run)")
     ratios: dict[str, list[float]] = {f: [] for f in families}
     for entry in chosen:
         tags = ",".join(f for f in entry.families if f in families)
@@ -193,16 +195,17 @@ def first(args: argparse.Namespace) -> None:
             _ort_session(p).run(None, f)
 
         try:
-            ours()
+            cold_ours = _alternating_ms([ours], 1)[0]
         except Exception as e:  # noqa: BLE001 - the table says which model graphexec cannot run, and why
             print(f"{entry.name:<28}{'FAIL':>14}  {type(e).__name__}: {str(e).strip()[:120]}", flush=True)
             continue
-        theirs()
+        cold_theirs = _alternating_ms([theirs], 1)[0]
         a, b = _alternating_ms([ours, theirs], repeat)
         for f in entry.families:
             if f in ratios:
                 ratios[f].append(a / b)
-        print(f"{entry.name:<28}{a:>14.1f}{b:>16.1f}{a / b:>8.2f}  {tags}", flush=True)
+        print(f"{entry.name:<28}{a:>14.1f}{b:>16.1f}{a / b:>8.2f}{cold_ours:>15.1f}{cold_theirs:>8.1f}  {tags}",
+              flush=True)
     _geomeans(ratios, {"transformer": TARGET_FIRST})
     print(_blas_line())
 
