@@ -5,19 +5,35 @@ checked against before the bytes are spent.
 memory, so a hostile header or declaration is refused with one line instead of ending in
 MemoryError (or the kernel's OOM killer) halfway through a load. :class:`BoundedLoader`
 does the same for YAML: an alias bomb, a self-referencing alias or nesting that would
-recurse past Python's limit is refused while the document is composed.
+recurse past Python's limit is refused while the document is composed. ``gc_paused``
+keeps the cyclic collector from rescanning a large graph's many small objects while it is
+built (a load or a compile).
 """
 
 from __future__ import annotations
 
+import gc
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import yaml
 
 from graphexec.errors import GraphExecError, ModelLoadError
 
 ENV = "GRAPHEXEC_HOST_BUDGET"
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (cycles made meanwhile are collected later)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def host_budget() -> tuple[int, str]:

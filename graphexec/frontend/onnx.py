@@ -15,7 +15,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
-from graphexec._limits import check_file_size
+from graphexec._limits import check_file_size, gc_paused
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
 from graphexec.frontend.onnx_checks import (
@@ -214,6 +214,11 @@ def _check_names(graph: Graph, where: str) -> None:
 
 def load_onnx(src: Any) -> Graph:
     """Load a path, bytes or ModelProto as a Graph."""
+    with gc_paused():   # a large graph is many small objects: collections would rescan them all
+        return _load_onnx(src)
+
+
+def _load_onnx(src: Any) -> Graph:
     if isinstance(src, onnx.ModelProto):
         return from_onnx(src, src.graph.name or "<model>")
     if isinstance(src, (bytes, bytearray)):

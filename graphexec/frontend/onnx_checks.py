@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
@@ -132,35 +133,49 @@ def check_text(model: onnx.ModelProto, where: str) -> None:
             graphs.extend(sub for a in n.attribute for sub in ([a.g] if a.HasField("g") else list(a.graphs)))
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What schema_problem needs of an op's schema, read once: pybind11 properties cost
+    microseconds each, and a model asks the same few ops thousands of times."""
+
+    since: int
+    inputs: tuple[int, int]
+    outputs: tuple[int, int]
+    required: tuple[tuple[int, str], ...]    # (index, formal name) of the inputs that must be given
+    attrs: dict[str, int]                    # attribute name -> its AttrType value
+
+
 @functools.cache
-def _schema(op: str, domain: str, version: int) -> onnx.defs.OpSchema | None:
+def _schema(op: str, domain: str, version: int) -> _Facts | None:
     try:
-        return onnx.defs.get_schema(op, version, domain)
+        schema = onnx.defs.get_schema(op, version, domain)
     except (onnx.defs.SchemaError, TypeError):  # TypeError: a version past int32
         return None
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    # AttrType is a pybind11 enum: it has .value at run time, which onnx's stub leaves out
+    return _Facts(schema.since_version, (schema.min_input, schema.max_input), (schema.min_output, schema.max_output),
+                  tuple((i, f.name) for i, f in enumerate(schema.inputs) if f.option == single),
+                  {k: a.type.value for k, a in schema.attributes.items()})  # type: ignore[attr-defined]
 
 
 def schema_problem(node: onnx.NodeProto, opsets: dict[str, int]) -> str | None:
     """What the op's schema forbids in ``node`` (input/output count, a required input left out,
     an attribute of the wrong type), or None; ops without a schema are the kernels' business."""
     domain = "" if node.domain == "ai.onnx" else node.domain
-    schema = _schema(node.op_type, domain, opsets.get(domain, 1))
-    if schema is None:
+    facts = _schema(node.op_type, domain, opsets.get(domain, 1))
+    if facts is None:
         return None
-    for what, names, low, high in (("inputs", node.input, schema.min_input, schema.max_input),
-                                   ("outputs", node.output, schema.min_output, schema.max_output)):
+    for what, names, (low, high) in (("inputs", node.input, facts.inputs), ("outputs", node.output, facts.outputs)):
         if not low <= len(names) <= high:
             span = f"{low}" if low == high else f"{low} to {high}" if high < 2**31 - 1 else f"at least {low}"
-            return f"has {len(names)} {what}; {node.op_type}-{schema.since_version} takes {span}"
-    single = onnx.defs.OpSchema.FormalParameterOption.Single
-    for i, (name, formal) in enumerate(zip(node.input, schema.inputs)):
-        if not name and formal.option == single:
-            return f"leaves out input {i} ({formal.name!r}), which {node.op_type} requires"
+            return f"has {len(names)} {what}; {node.op_type}-{facts.since} takes {span}"
+    inputs = node.input
+    for i, formal in facts.required:
+        if i < len(inputs) and not inputs[i]:
+            return f"leaves out input {i} ({formal!r}), which {node.op_type} requires"
     for a in node.attribute:
-        want = schema.attributes.get(a.name)
-        # AttrType is a pybind11 enum: it has .value at run time, which onnx's stub leaves out
-        want_type: int = want.type.value if want is not None else 0  # type: ignore[attr-defined]
-        if want is not None and a.type and a.type != want_type and not a.ref_attr_name:
+        want_type = facts.attrs.get(a.name, 0)
+        if want_type and a.type and a.type != want_type and not a.ref_attr_name:
             return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want_type)}"
     return None
 

@@ -28,12 +28,15 @@ class TensorType:
     shape: tuple[Dim, ...] | None = None
     kind: str = "tensor"
     _static: bool = field(init=False, repr=False, compare=False)
+    _nbytes: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # the type is immutable, and passes ask this of every value many times
-        object.__setattr__(self, "_static", self.kind == "tensor" and self.dtype is not None
-                           and self.dtype != _OBJECT and self.shape is not None
-                           and all(isinstance(d, int) and d >= 0 for d in self.shape))
+        # the type is immutable, and passes ask these of every value many times
+        static = (self.kind == "tensor" and self.dtype is not None and self.dtype != _OBJECT
+                  and self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape))
+        object.__setattr__(self, "_static", static)
+        object.__setattr__(self, "_nbytes", math.prod(cast("tuple[int, ...]", self.shape))
+                           * cast(np.dtype, self.dtype).itemsize if static else -1)
 
     @property
     def is_static(self) -> bool:
@@ -43,9 +46,8 @@ class TensorType:
     @property
     def nbytes(self) -> int:
         """Size in bytes; only meaningful for a static type."""
-        assert self.is_static and self.shape is not None and self.dtype is not None
-        dims = cast("tuple[int, ...]", self.shape)  # static: every dim is an int
-        return math.prod(dims) * self.dtype.itemsize  # Python ints: hostile dims must not wrap
+        assert self._static
+        return self._nbytes   # Python ints: hostile dims do not wrap
 
     def __str__(self) -> str:
         if self.kind != "tensor":
