@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from contrib_oracle import check, one_node, rand, run_ort, run_ours
 
-from graphexec.kernels import contrib_act, contrib_attention, nn
+from graphexec.kernels import contrib_act, contrib_attention, nn, quant_gemm, quant_matmul
 from graphexec.kernels.registry import OpContext
 
 RNG = np.random.default_rng(11)
@@ -99,3 +99,69 @@ def test_attention_with_mask_and_past_matches_onnxruntime():
     ours, ref = run_ours(model, [x, w, bias, mask, past]), run_ort(model, [x, w, bias, mask, past])
     for o, r in zip(ours, ref):
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)
+
+
+# --- weights laid out once: MatMulNBits (K, N), integer GEMM weights in int16 -----------------------
+
+def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+    stream = ((values[..., None] >> np.arange(bits)) & 1).astype(np.uint8)
+    return np.packbits(stream.reshape(values.shape[:-1] + (-1,)), axis=-1, bitorder="little")
+
+
+def _plain_nbits(b, scales, zps, n, k, bits, block):
+    """The (N, K) dequantization the (K, N) layout replaced: (q - zp) * scale per block."""
+    kb = -(-k // block)
+    q = quant_gemm.unpack_bits(b.reshape(n, kb, -1), bits, block).astype(np.float32)
+    s = scales.astype(np.float32).reshape(n, kb, 1)
+    if zps is None:
+        z = np.float32(1 << (bits - 1))
+    elif zps.dtype == np.uint8:
+        z = quant_gemm.unpack_bits(zps.reshape(n, -1), bits, kb).astype(np.float32).reshape(n, kb, 1)
+    else:
+        z = zps.astype(np.float32).reshape(n, kb, 1)
+    return ((q - z) * s).reshape(n, kb * block)[:, :k]
+
+
+@pytest.mark.parametrize("bits,block,k", [(4, 32, 64), (4, 16, 72), (8, 32, 40), (2, 16, 48), (3, 16, 32)])
+@pytest.mark.parametrize("zps", ["none", "packed", "float"])
+def test_nbits_weights_are_the_plain_dequantization_transposed_bit_for_bit(bits, block, k, zps):
+    n, kb = 10, -(-k // block)
+    b = _pack(RNG.integers(0, 1 << bits, (n, kb, block)), bits)
+    scales = RNG.uniform(0.01, 1.0, (n, kb)).astype(np.float32)
+    z = {"none": None, "packed": _pack(RNG.integers(0, 1 << bits, (n, kb)), bits),
+         "float": RNG.uniform(0, (1 << bits) - 1, (n, kb)).astype(np.float32)}[zps]
+    ctx = OpContext("MatMulNBits", {"N": n, "K": k, "bits": bits, "block_size": block}, 1)
+    got = quant_gemm._nbits_weights(ctx, b, scales, z)
+    assert got.shape == (k, n) and got.flags.c_contiguous
+    assert np.array_equal(got, _plain_nbits(b, scales, z, n, k, bits, block).T)
+    a = rand(3, k)
+    y = quant_gemm.matmul_nbits(ctx, a, b, scales, z)
+    np.testing.assert_allclose(y, a @ _plain_nbits(b, scales, z, n, k, bits, block).T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("wdt,zp", [(np.int8, None), (np.int8, 3), (np.uint8, 128), (np.uint8, 255)])
+def test_int_weights_in_int16_match_the_float64_shift(wdt, zp):
+    lo, hi = np.iinfo(wdt).min, np.iinfo(wdt).max + 1
+    w = RNG.integers(lo, hi, (96, 40)).astype(wdt)
+    zpa = None if zp is None else np.array(zp, dtype=wdt)
+    ctx = OpContext("MatMulInteger", {}, 10, 1, "", (False, True, False, True))
+    iw = quant_matmul.int_weights(ctx, (1, 3), (-2,), lambda: quant_matmul.shifted(w, zpa, dtype=np.dtype(np.int16)))
+    plain = quant_matmul.shifted(w, zpa)   # float64
+    assert iw.ints.dtype == np.int16 and np.array_equal(iw.ints, plain)
+    assert iw.f32.dtype == np.float32 and np.array_equal(iw.f32, plain)
+    assert iw.l1 == int(np.abs(plain).sum(axis=0).max())
+    assert iw._f64 is None and np.array_equal(iw.f64, plain) and iw.f64 is iw.f64
+    assert ctx.cache["int_w"] is iw
+
+
+@pytest.mark.parametrize("k", [64, 1536])   # 1536: float32 is not exact, the float64 GEMM runs
+def test_matmul_integer_exact_both_ways(k):
+    a = RNG.integers(0, 256, (4, 7, k)).astype(np.uint8)
+    w = RNG.integers(-128, 128, (k, 9)).astype(np.int8)
+    w[:, 0] = -128   # the widest column: L1 = 128 k
+    azp = np.array(131, np.uint8)
+    ctx = OpContext("MatMulInteger", {}, 10, 1, "", (False, True, True, False))
+    got = quant_matmul.matmul_integer(ctx, a, w, azp)
+    want = np.matmul(a.astype(np.int64) - 131, w.astype(np.int64))
+    assert got.dtype == np.int32 and np.array_equal(got, want)
+    assert ctx.cache["int_w"].exact32(quant_matmul.reach(a.dtype, azp)) == (k == 64)
