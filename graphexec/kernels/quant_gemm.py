@@ -9,7 +9,6 @@ constants) and runs one float GEMM; ``accuracy_level`` only tunes onnxruntime's 
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from graphexec.kernels import quant_shapes as shapes
