@@ -17,38 +17,50 @@ def utilization(done: list[Any], profile: Any, makespan: float) -> Utilization:
     """Achieved share of peak: cube and vector flops, HBM bytes, over the makespan."""
     if makespan <= 0:
         return {"cube_utilization": 0.0, "vector_utilization": 0.0, "hbm_utilization": 0.0}
-    cube = vector = moved = 0.0
+    peak: dict[str, dict[str, float]] = {"cube": {}, "vector": {}}   # a unit's flops/us per dtype
+    cores = {"cube": profile.ai_cores, "vector": profile.vector_cores}
+    work = {"cube": 0.0, "vector": 0.0}
+    moved = 0.0
     for t in done:
         if t.kind != "kernel":
             continue
         moved += t.bytes
-        if t.unit == "cube":
-            cube += t.flops / (profile.unit_rate("cube", t.dtype) * profile.ai_cores)
-        elif t.unit == "vector":
-            vector += t.flops / (profile.unit_rate("vector", t.dtype) * profile.vector_cores)
-    return {"cube_utilization": cube / makespan, "vector_utilization": vector / makespan,
+        rates = peak.get(t.unit)
+        if rates is not None:
+            rate = rates.get(t.dtype)
+            if rate is None:
+                rate = rates[t.dtype] = profile.unit_rate(t.unit, t.dtype) * cores[t.unit]
+            work[t.unit] += t.flops / rate
+    return {"cube_utilization": work["cube"] / makespan, "vector_utilization": work["vector"] / makespan,
             "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
 
 
 def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int:
     """Most activation bytes live at once as executed: a tensor lives from the start of
     its writer to the end of its last reader."""
-    span: dict[str, list[float]] = {}
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
     for t in done:
-        task = t.meta.get("task")
-        if task is None or t.kind != "kernel":
+        if t.kind != "kernel":
             continue
+        task = t.meta.get("task")
+        if task is None:
+            continue
+        start, end = t.start_t, t.end_t
         for name in map(root, task.writes):
             if name in sizes:
-                s = span.setdefault(name, [t.start_t, t.end_t])
-                s[0] = min(s[0], t.start_t)
-                s[1] = max(s[1], t.end_t)
+                if name in first:
+                    first[name] = min(first[name], start)
+                    last[name] = max(last[name], end)
+                else:
+                    first[name], last[name] = start, end
         for name in map(root, task.reads):
-            if name in span:
-                span[name][1] = max(span[name][1], t.end_t)
-    points = sorted([(s, 1, n) for n, (s, _) in span.items()] + [(e, 0, n) for n, (_, e) in span.items()])
+            if name in last and end > last[name]:
+                last[name] = end
+    points = sorted([(s, 1, n) for n, s in first.items()] + [(e, 0, n) for n, e in last.items()])
     live = peak = 0
     for _, kind, name in points:  # at equal times ends (0) come before starts (1)
         live += sizes[name] if kind else -sizes[name]
-        peak = max(peak, live)
+        if live > peak:
+            peak = live
     return peak
