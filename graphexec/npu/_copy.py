@@ -30,7 +30,7 @@ def empty_on(card: Card, dtype: np.dtype, shape: tuple[int, ...]) -> Tensor:
     store = Storage(card, math.prod(shape) * dt.itemsize, card.current)
     if STATE.capture is not None:
         STATE.capture.keep(store)
-    return Tensor(np.ndarray(shape, dt, store.bytes), store)
+    return Tensor(store.view(dt, shape), store)
 
 
 def span(t: Tensor, name: str = "") -> tuple[int, int, str]:
@@ -38,7 +38,7 @@ def span(t: Tensor, name: str = "") -> tuple[int, int, str]:
     store = t._store
     assert store is not None
     lo, hi = byte_bounds(t._arr)
-    base = store.bytes.__array_interface__["data"][0]
+    base = store.data.__array_interface__["data"][0] + store.offset
     ptr = store.ptr + (lo - base)
     return ptr, max(hi - lo, 0), name or f"{ptr:#x}"
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from graphexec.kernels.registry import as_outputs
 from graphexec.npu._plan import OpPlan
 from graphexec.npu._state import FAULTS, STATE, Card
 from graphexec.runtime.codes import RT_AICORE_EXCEPTION, acl_error
@@ -39,9 +40,9 @@ def raise_faults(card: Card) -> None:
         raise acl_error(RT_AICORE_EXCEPTION, f"kernel {name!r} failed: {' '.join(str(exc).split())}") from exc
 
 
-class _Kernel:
+class Kernel:
     """One launched op's math: read and compute at the task's start (it is the task's
-    ``start_fn``), store at its end (``_store``, given what the start returned).
+    ``start_fn``), store at its end (``store``, given what the start returned).
 
     An object with slots, one per op, and no closures or bound methods: ops wait in the
     command queues by the thousand, and every object they hold is one more for each pass
@@ -55,6 +56,17 @@ class _Kernel:
 
     def __call__(self) -> Any:
         plan, ins = self.plan, self.ins
+        direct = plan.direct
+        if direct is not None and not direct.runner.uses_fallback:
+            try:   # the runner's own call, without its dict of values (see OpPlan.direct)
+                res = direct.fn(direct.ctx, *direct.args(ins))
+            except Exception:  # noqa: BLE001  (the runner's call below says what went wrong, or falls back)
+                pass
+            else:
+                if type(res) is np.ndarray:
+                    return self, res
+                v = as_outputs(res)[0]   # as the runner takes a result apart
+                return self, np.asarray(v) if isinstance(v, np.generic) else v
         values = dict(plan.consts)
         if type(ins) is np.ndarray:
             values[plan.inputs[0]] = ins
@@ -67,11 +79,15 @@ class _Kernel:
             return None
 
 
-def _store(done: Any) -> None:
-    """A kernel's end: its outputs into their device bytes."""
+def store(done: Any) -> None:
+    """A kernel's end: its outputs into their device bytes (one array from a direct call,
+    else the runner's dict)."""
     if done is None:
         return
     k, result = done
+    if type(result) is not dict:
+        k.outs[...] = result
+        return
     outputs = k.plan.outputs
     if type(k.outs) is np.ndarray:
         k.outs[...] = result[outputs[0][0]]
@@ -83,16 +99,16 @@ def _store(done: Any) -> None:
 def kernel(card: Card, stream: RtStream, plan: OpPlan, ins: Any, outs: Any, reads: Any, writes: Any) -> None:
     """Launch ``plan``'s kernel reading ``ins`` and writing ``outs`` (views of device memory:
     each one array, or a list of them)."""
-    k = _Kernel(plan, ins, outs, card.index)
+    k = Kernel(plan, ins, outs, card.index)
     dev = card.device
     if STATE.capture is None:
         dev.launch(DeviceTask("kernel", stream, plan.op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                              plan.dtype, "d2d", None, k, _store, plan.meta, reads, writes))
+                              plan.dtype, "d2d", None, k, store, plan.meta, reads, writes))
         return
 
     def launch() -> None:   # each replay launches a task of its own
         dev.launch(DeviceTask("kernel", stream, plan.op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                              plan.dtype, "d2d", None, k, _store, plan.meta, reads, writes))
+                              plan.dtype, "d2d", None, k, store, plan.meta, reads, writes))
 
     STATE.capture.record(card, launch)
 

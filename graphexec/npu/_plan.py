@@ -4,23 +4,31 @@ An op on tensors of given dtypes and shapes (and given attributes) becomes a one
 graph built with the GraphBuilder (which checks and types it) and lowered by graph
 mode's own Lowering: the same NodeRunner (kernel or fallback), the same cost rule, unit,
 block dim and compute dtype. The plan is kept per signature, so a loop of the same op
-pays for this once.
+pays for this once. Constants are part of the signature (they are folded into the node),
+so ``x * i`` over many ``i`` builds many plans: the cache keeps the ``PLAN_CACHE_SIZE``
+most recently used ones (an LRU), rebuilding any other when it comes back.
 """
 
 from __future__ import annotations
 
 import math
+import struct
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
 
 from graphexec.errors import GraphError, GraphExecError
 from graphexec.frontend.builder import GraphBuilder
+from graphexec.kernels.dispatch import NodeRunner
 from graphexec.npu._tensor import Tensor
 from graphexec.passes.lowering import lower
 
-PLANS: dict[Any, "OpPlan"] = {}
+PLAN_CACHE_SIZE = 1024   # plans kept: a model's eager ops have far fewer signatures
+PLANS: OrderedDict[Any, "OpPlan"] = OrderedDict()   # key -> plan, least recently used first
+FLOAT_BITS = struct.Struct("<d").pack   # a float's 8 bytes: tells -0.0 from 0.0 and one NaN from another
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +39,17 @@ class OpInfo:
     node: Any = None
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """A kernel called without its NodeRunner's dict of values: ``fn(ctx, *args(ins))``,
+    ``ins`` the tensor inputs as the launch holds them (one array, or a list)."""
+
+    runner: NodeRunner                      # its ``uses_fallback`` turns this off, as it does the runner's kernel
+    fn: Callable[..., Any]
+    ctx: Any
+    args: Callable[[Any], tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +72,23 @@ class OpPlan:
     meta: dict[str, Any] = field(default_factory=dict)   # the device tasks' meta, shared: read only
     dynamic: bool = False                   # an output's shape depends on the values
     attrs: dict[str, Any] = field(default_factory=dict)
+    direct: Direct | None = None            # the kernel's own function, where the runner has one
 
 
-def signature(x: Any) -> Any:
-    """What a plan depends on of a non-tensor argument: a constant's value (arrays by bytes)."""
-    return ("const", type(x), _frozen(x))
+def signature(x: Any) -> tuple[Any, Any]:
+    """The two key items of a non-tensor argument (a tensor's are its dtype and shape): the
+    constant's type and value, exact to the bit (arrays by bytes; -0.0 is not 0.0, NaN is NaN).
+
+    The first item is a type or "const", never a dtype, and the second never a tuple where
+    the first is a type, so no argument's items equal a tensor's (numpy's dtype equals
+    ``float`` and even ``None``; a shape never equals a number).
+    """
+    t = type(x)
+    if t is float:
+        return float, (x if x == x and x else FLOAT_BITS(x))
+    if t is int or t is bool:
+        return t, x
+    return "const", _frozen(x)
 
 
 def attrs_key(attrs: dict[str, Any]) -> Any:
@@ -65,25 +96,31 @@ def attrs_key(attrs: dict[str, Any]) -> Any:
 
 
 def _frozen(v: Any) -> Any:
-    """``v`` as a hashable key: arrays by dtype, shape and bytes, lists and dicts as tuples."""
+    """``v`` as a hashable key, typed, exact to the bit: arrays by dtype, shape and bytes,
+    lists and dicts as tuples."""
     if isinstance(v, np.ndarray):
         return ("array", v.dtype, v.shape, v.tobytes())
     if isinstance(v, (list, tuple)):
-        return tuple(_frozen(x) for x in v)
+        return (type(v), tuple(_frozen(x) for x in v))
     if isinstance(v, dict):
-        return tuple(sorted((k, _frozen(x)) for k, x in v.items()))
-    return v
+        return (dict, tuple(sorted((k, _frozen(x)) for k, x in v.items())))
+    if isinstance(v, float):
+        return (type(v), FLOAT_BITS(v))
+    if isinstance(v, np.generic):
+        return (type(v), v.tobytes())
+    return (type(v), v)
 
 
 def plan_key(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> tuple[Any, ...]:
-    """The cache key of a plan: op, output count, each tensor's dtype and shape, each constant,
-    the attributes (``ops.run_op`` builds the same key inline)."""
+    """The cache key of a plan: op, output count, two items per argument (a tensor's dtype
+    and shape, a constant's ``signature``), the attributes (``ops.run_op`` builds the same
+    key inline)."""
     key: list[Any] = [op, outputs]
     for a in args:
         if isinstance(a, Tensor):
             key += (a._arr.dtype, a._arr.shape)
         else:
-            key.append(signature(a))
+            key += signature(a)
     if attrs:
         key.append(attrs_key(attrs))
     return tuple(key)
@@ -91,10 +128,19 @@ def plan_key(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> t
 
 def plan_for(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPlan:
     """The cached plan of ``op`` on ``args`` (tensors, Python numbers, arrays, None)."""
-    key = plan_key(op, args, attrs, n_out)
+    return cached(plan_key(op, args, attrs, n_out), op, args, attrs, n_out)
+
+
+def cached(key: tuple[Any, ...], op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPlan:
+    """The plan under ``key`` (now the most recently used), built and kept if missing; the
+    least recently used one goes when the cache is full."""
     plan = PLANS.get(key)
-    if plan is None:
-        plan = PLANS[key] = _build(op, args, attrs, n_out)
+    if plan is not None:
+        PLANS.move_to_end(key)
+        return plan
+    plan = PLANS[key] = _build(op, args, attrs, n_out)
+    while len(PLANS) > PLAN_CACHE_SIZE:
+        PLANS.popitem(last=False)
     return plan
 
 
@@ -131,9 +177,48 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
         return OpPlan(op, tuple(names), consts, tuple(typed), None, "", 0.0, 0.0, 1, "", True, info)
     task = tasks.tasks[0]
     _, dt, shape = typed[0]
-    return OpPlan(op, tuple(names), consts, tuple(typed), runners[task.id], task.unit, task.flops, task.bytes,
+    runner = runners[task.id]
+    direct = _direct(runner, names, dict(consts)) if len(typed) == 1 else None
+    return OpPlan(op, tuple(names), consts, tuple(typed), runner, task.unit, task.flops, task.bytes,
                   task.block_dim, task.dtype, False, info, math.prod(shape) * dt.itemsize, {"task": info}, dynamic,
-                  dict(attrs))
+                  dict(attrs), direct)
+
+
+def _direct(runner: Any, names: list[str], consts: dict[str, Any]) -> Direct | None:
+    """The kernel function of a one-output NodeRunner with the node's arguments in order,
+    given the launch's inputs (one array when there is one tensor input, else a list)."""
+    if type(runner) is not NodeRunner or runner.fn is None or runner.uses_fallback or len(runner.node.outputs) != 1:
+        return None
+    spec: list[tuple[int, Any]] = []   # per node input: (-1, its constant or None) or (tensor index, None)
+    for name in runner.node.inputs:
+        if name in names:
+            spec.append((names.index(name), None))
+        elif not name or name in consts:
+            spec.append((-1, consts.get(name) if name else None))
+        else:
+            return None
+    template = tuple(v for _, v in spec)
+    slots = [(pos, k) for pos, (k, _) in enumerate(spec) if k >= 0]
+    args: Callable[[Any], tuple[Any, ...]]
+    if not slots:
+        args = lambda ins: template   # noqa: E731
+    elif len(names) == 1 and len(template) == 1:
+        args = lambda ins: (ins,)   # noqa: E731
+    elif len(names) == 1 and len(template) == 2:   # x + 0.5, 2 * x: the operators' common case
+        c = template[1 - slots[0][0]]
+        args = (lambda ins: (ins, c)) if slots[0][0] == 0 else (lambda ins: (c, ins))
+    elif [k for _, k in slots] == list(range(len(template))):   # every argument a tensor, in order
+        args = tuple
+    else:
+        args = partial(_fill, template, slots, len(names) == 1)
+    return Direct(runner, runner.fn, runner.ctx, args)
+
+
+def _fill(template: tuple[Any, ...], slots: list[tuple[int, int]], single: bool, ins: Any) -> tuple[Any, ...]:
+    vals = list(template)
+    for pos, k in slots:
+        vals[pos] = ins if single else ins[k]
+    return tuple(vals)
 
 
 def _one_line(e: Exception) -> str:

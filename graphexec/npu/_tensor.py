@@ -42,20 +42,30 @@ class device:
 
 
 class Storage:
-    """A block of a card's caching allocator, returned to it when no tensor holds it."""
+    """A block of a card's caching allocator, returned to it when no tensor holds it.
 
-    __slots__ = ("card", "ptr", "nbytes", "bytes", "__weakref__")
+    ``data`` is the bytes of the block's segment and ``offset`` where the block starts in
+    them: a tensor's array is made straight on them (``view``), not on a slice first.
+    """
+
+    __slots__ = ("card", "ptr", "nbytes", "data", "offset", "__weakref__")
 
     def __init__(self, card: Card, nbytes: int, stream: RtStream) -> None:
         self.card = card
         self.nbytes = nbytes
-        self.ptr = ptr = card.allocator.malloc(nbytes or 1, stream)
-        block = card.allocator.live[ptr]
-        data = card.segments.get(block.segment)
+        alloc = card.allocator
+        self.ptr = ptr = alloc.malloc(nbytes or 1, stream)
+        base = alloc.live[ptr].segment
+        data = card.segments.get(base)
         if data is None:   # a segment seen for the first time: its bytes, looked up once
             card.forget_segments()
-            data = card.segments[block.segment] = card.device.memory.segment(block.segment)[0].data
-        self.bytes = data[block.offset:block.offset + nbytes]
+            data = card.segments[base] = card.device.memory.segment(base)[0].data
+        self.data = data
+        self.offset = ptr - base
+
+    def view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """The block's first bytes as an array of ``dtype`` and ``shape``."""
+        return np.ndarray(shape, dtype, self.data, self.offset)
 
     def __del__(self) -> None:
         if self.card.alive:

@@ -11,6 +11,7 @@ on host tensors compute at once.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,8 @@ from graphexec.errors import DeviceError, GraphExecError
 from graphexec.kernels.cost import node_cost
 from graphexec.npu import _launch, _tensor
 from graphexec.npu._copy import empty_on, span
-from graphexec.npu._plan import PLANS, attrs_key, plan_for, signature
+from graphexec.npu._launch import Kernel, store
+from graphexec.npu._plan import FLOAT_BITS, PLANS, attrs_key, cached, plan_for, signature
 from graphexec.npu._state import STATE, Card
 from graphexec.npu._tensor import Storage, Tensor
 from graphexec.runtime.sim import DeviceTask
@@ -57,37 +59,49 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
     """Launch ``op`` on the current stream of its inputs' card (or compute it on the host).
 
     Every eager op comes through here, so the common case (tensors of one card, a plan
-    already built) takes as few calls as it can: the plan key and the card in one loop.
+    already built, one output, no capture or hazard checker) takes as few steps as it
+    can: the plan key (``_plan.plan_key``'s, built inline) and the card in one loop, the
+    output's block, one task; everything else goes the general way.
     """
     key: list[Any] = [op, outputs]
     card = None
     arrs = []
     for a in args:
-        if type(a) is Tensor:
+        t = type(a)
+        if t is Tensor:
             arr = a._arr
             key.append(arr.dtype)
             key.append(arr.shape)
             arrs.append(arr)
-            store = a._store
-            if store is None or (card is not None and store.card is not card):
+            held = a._store
+            if held is None or (card is not None and held.card is not card):
                 return _general(op, args, attrs, outputs)
-            card = store.card
+            card = held.card
+        elif t is float:   # signature(a), inline
+            key.append(float)
+            key.append(a if a == a and a else FLOAT_BITS(a))
         else:
-            key.append(signature(a))
+            key += signature(a)
     if attrs:
         key.append(attrs_key(attrs))
-    plan = PLANS.get(tuple(key)) or plan_for(op, args, attrs, outputs)
-    if card is None or plan.view or plan.dynamic or not card.alive or STATE.capture is not None \
-            or card.device.checker is not None:
+    k = tuple(key)
+    plan = PLANS.get(k)
+    if plan is None:
+        plan = cached(k, op, args, attrs, outputs)
+    else:
+        PLANS.move_to_end(k)
+    if card is None or plan.view or plan.dynamic or len(plan.outputs) != 1 or not card.alive \
+            or STATE.capture is not None or card.device.checker is not None:
         return _general(op, args, attrs, outputs)
     stream = card.current
-    if len(plan.outputs) == 1:
-        _, dt, shape = plan.outputs[0]
-        store = Storage(card, plan.nbytes, stream)
-        out = np.ndarray(shape, dt, store.bytes)
-        _launch.kernel(card, stream, plan, arrs[0] if len(arrs) == 1 else arrs, out, (), ())
-        return Tensor(out, store)
-    return _general(op, args, attrs, outputs)
+    _, dt, shape = plan.outputs[0]
+    block = Storage(card, plan.nbytes, stream)
+    out = np.ndarray(shape, dt, block.data, block.offset)
+    card.device.launch(DeviceTask("kernel", stream, op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
+                                  plan.dtype, "d2d", None,
+                                  Kernel(plan, arrs[0] if len(arrs) == 1 else arrs, out, card.index),
+                                  store, plan.meta))
+    return Tensor(out, block)
 
 
 def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> Any:
@@ -113,7 +127,9 @@ def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> A
         for t in tensors:
             STATE.capture.keep(t._store)
     checked = card.device.checker is not None
-    _launch.kernel(card, card.current, plan, [t._arr for t in tensors], [o._arr for o in outs],
+    ins = [t._arr for t in tensors]
+    _launch.kernel(card, card.current, plan, ins[0] if len(ins) == 1 else ins,
+                   outs[0]._arr if len(outs) == 1 else [o._arr for o in outs],
                    [span(t, n) for t, n in zip(tensors, plan.inputs)] if checked else (),
                    [span(o, n) for o, (n, _, _) in zip(outs, plan.outputs)] if checked else ())
     return outs[0] if outputs == 1 else tuple(outs)
@@ -188,6 +204,12 @@ def _onnx_name(name: str) -> str:
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
+    return _caller(name)
+
+
+@lru_cache(maxsize=256)
+def _caller(name: str) -> Any:
+    """``npu.ops.<name>``: made once per name (a loop calling ``npu.ops.relu`` looks it up each time)."""
     op = _onnx_name(name)
 
     def call(*args: Any, outputs: int = 1, **attrs: Any) -> Any:
