@@ -1,8 +1,9 @@
 """The local backend: a sweep's points on a process pool over this machine's cores (or in
 this process with one worker). Each worker loads a model once and keeps it for the
 model's other points; rows come back in the points' order, whatever order they finish
-in. A worker that dies (the pool breaks) costs a fresh pool and the unfinished points
-are run again; a point that breaks two pools is a row with that error."""
+in. A worker that dies (the pool breaks) costs a fresh pool: the first unfinished point
+runs alone in a pool of its own (so a point is blamed only for its own worker's death),
+and is a row with that error if its worker dies every time; the rest go back to a pool."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from graphexec.engine.sweep_point import Job, empty_row, run_point
+from graphexec.engine.sweep_point import Job, empty_row, error_line, run_point
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.ir import Graph
 
-RETRIES = 2   # pools a point may break before it is given up as a row with its error
+RETRIES = 2   # reruns alone of a point whose worker died, before it is a row with that error
 
 _GRAPHS: dict[str, Graph] = {}   # this worker's loaded models, by path
 
@@ -35,9 +36,9 @@ def work(path: str, job: Job) -> dict[str, Any]:
     row's error too)."""
     try:
         graph = load_cached(path)
-    except GraphExecError as e:
+    except Exception as e:   # a sweep never crashes on one model
         row = empty_row(job.point)
-        row["error"] = str(e).splitlines()[0]
+        row["error"] = error_line(e)
         return row
     return run_point(graph, job)
 
@@ -60,8 +61,12 @@ class LocalBackend:
             for job in jobs:
                 yield work(str(models[job.point.model]), job)
             return
-        pending, broke = list(jobs), 0   # broke: pools lost in a row at the first unfinished point
+        pending, suspect = list(jobs), False
         while pending:
+            if suspect:   # a pool broke with pending[0] unfinished: alone, it is blamed only if it is the killer
+                yield self._alone(models, pending[0])
+                pending, suspect = pending[1:], False
+                continue
             pool = ProcessPoolExecutor(min(self.workers, len(pending)), initializer=_ignore_sigint)
             try:
                 futures = [pool.submit(work, str(models[j.point.model]), j) for j in pending]
@@ -69,16 +74,24 @@ class LocalBackend:
                 for row in self._collect(futures):
                     if row is None:
                         break
-                    broke, done = 0, done + 1
+                    done += 1
                     yield row
-                if done < len(pending):   # the pool broke at pending[done]: rerun from there on a new one
-                    broke += 1
-                    if broke > RETRIES:
-                        yield _lost(pending[done])
-                        done, broke = done + 1, 0
-                pending = pending[done:]
+                pending, suspect = pending[done:], done < len(pending)
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
+
+    @staticmethod
+    def _alone(models: Mapping[str, Path], job: Job) -> dict[str, Any]:
+        """``job``'s row from a pool of its own, retried while its worker dies."""
+        for _ in range(RETRIES + 1):
+            pool = ProcessPoolExecutor(1, initializer=_ignore_sigint)
+            try:
+                return pool.submit(work, str(models[job.point.model]), job).result()
+            except BrokenProcessPool:
+                continue
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
+        return _lost(job)
 
     @staticmethod
     def _collect(futures: list[Future]) -> Iterator[dict[str, Any] | None]:

@@ -52,10 +52,8 @@ def run_point(graph: Graph, job: Job) -> dict[str, Any]:
     row = empty_row(job.point)
     try:
         _fill(row, graph, job)
-    except GraphExecError as e:
-        row["error"] = _line(str(e))
-    except Exception as e:   # a sweep never crashes on one point; the row says it was a bug
-        row["error"] = _line(f"internal error: {type(e).__name__}: {e}")
+    except Exception as e:   # a sweep never crashes on one point
+        row["error"] = error_line(e)
     return row
 
 
@@ -111,5 +109,11 @@ def digest(outputs: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def _line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first line of a message, or "(no message)" when it has none."""
     return (text.strip().splitlines() or ["(no message)"])[0]
+
+
+def error_line(e: Exception) -> str:
+    """A row's error: bad input as its own first line, anything else as the bug it is."""
+    return first_line(str(e) if isinstance(e, GraphExecError) else f"internal error: {type(e).__name__}: {e}")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from graphexec.engine.sweep_local import load_cached
-from graphexec.engine.sweep_point import Job, empty_row, run_point
+from graphexec.engine.sweep_point import Job, empty_row, error_line, first_line, run_point
 from graphexec.errors import GraphExecError
 from graphexec.ir import Graph
 
@@ -52,7 +52,7 @@ class RayBackend:
                 self.ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as e:
                 where = f"at {address}" if address else "locally"
-                raise GraphExecError(f"cannot start or reach a Ray cluster {where}: {str(e).splitlines()[0]}") from e
+                raise GraphExecError(f"cannot start or reach a Ray cluster {where}: {first_line(str(e))}") from e
             self.started = True
         self.task = self.ray.remote(max_retries=3)(ray_work)
 
@@ -63,8 +63,8 @@ class RayBackend:
             if name not in boxes:
                 try:
                     boxes[name] = [self.ray.put(load_cached(str(models[name])))]
-                except GraphExecError as e:
-                    boxes[name] = str(e).splitlines()[0]
+                except Exception as e:   # a sweep never crashes on one model
+                    boxes[name] = error_line(e)
         refs = [None if isinstance(boxes[j.point.model], str) else self.task.remote(boxes[j.point.model], j)
                 for j in jobs]
         taken = 0
@@ -88,7 +88,7 @@ class RayBackend:
             except self.ray.exceptions.RayError as e:
                 if attempt == RETRIES:
                     return _failed(job, f"internal error: the Ray task failed {RETRIES + 1} times: "
-                                        f"{str(e).splitlines()[0]}")
+                                        f"{first_line(str(e))}")
                 ref = self.task.remote(box, job)
         raise AssertionError("unreachable")
 

@@ -281,3 +281,45 @@ def test_a_resumed_sweep_at_another_batch_runs_its_points_again(tmp_path):
     assert four[0]["batch"] == 4 and one[0]["batch"] == 1
     assert four[0]["makespan_us"] > one[0]["makespan_us"]   # it ran at batch 4, not read back batch 1's row
     assert gx.sweep(THREE[:1], batch=4, **kw) == four        # and resuming at batch 4 now finds its row
+
+
+def test_only_the_point_that_kills_its_worker_is_blamed(tmp_path):
+    """A slow point shares the pool with one whose kernel always kills its process: the pool
+    breaks while the slow one runs; the slow one's row is whole, the killer's is the error."""
+
+    @gx.kernel("SweepSlow", shape="same")
+    def slow(x):
+        time.sleep(1.0)
+        return x + 1
+
+    @gx.kernel("SweepDieAlways", shape="same")
+    def die(x):
+        os._exit(1)
+
+    paths = []
+    for op in ("SweepSlow", "SweepDieAlways"):
+        g = helper.make_graph([helper.make_node(op, ["x"], ["y"], domain="graphexec.custom")], op,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+        paths.append(tmp_path / f"{op}.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                                      helper.make_opsetid("graphexec.custom", 1)]), paths[-1])
+    rows = gx.sweep(paths, verify=True, workers=2)
+    assert rows[0]["error"] is None and rows[0]["verified"] == "yes"
+    assert "worker process died" in rows[1]["error"]
+
+
+def test_a_bug_loading_a_model_is_its_rows_error_not_the_sweeps_end(monkeypatch):
+    from graphexec.engine import sweep_local
+
+    real = sweep_local.load_cached
+
+    def flaky(path):
+        if "zfnet" in path:
+            raise KeyError("")   # an internal bug with an empty message
+        return real(path)
+
+    monkeypatch.setattr(sweep_local, "load_cached", flaky)
+    rows = gx.sweep(THREE[:2], workers=1)
+    assert rows[0]["error"] is None
+    assert rows[1]["error"] == "internal error: KeyError: ''"
