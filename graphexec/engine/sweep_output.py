@@ -1,13 +1,16 @@
 """Where a sweep's rows go: a CSV (appended a whole row at a time and flushed) or a
-Parquet file (rewritten whole, atomically, after each row). Either can be read back, so
-a sweep run again skips the points it already has: an interrupted sweep resumes, losing
-no finished row and repeating none."""
+Parquet file (rewritten whole, atomically, at most once a second and when the sweep ends
+or is interrupted: a rewrite per row made a sweep of thousands of points quadratic).
+Either can be read back, so a sweep run again skips the points it already has: an
+interrupted sweep resumes, losing no finished row and repeating none (a killed one loses
+at most its last second of Parquet rows, which run again)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -61,6 +64,9 @@ class CsvOutput:
         self._file.close()
 
 
+FLUSH_S = 1.0   # seconds between Parquet rewrites
+
+
 class ParquetOutput:
     """Rows in a Parquet file (pyarrow), rewritten through a temporary file and renamed."""
 
@@ -73,6 +79,7 @@ class ParquetOutput:
                                  "pip install -e '.[cluster]'); or give a .csv --output") from e
         self.path, self._pa, self._pq = path, pa, pq
         self.rows: list[dict[str, Any]] = []
+        self._pending, self._written = False, -FLUSH_S   # the first row is written at once
         if path.exists():
             table = pq.read_table(path)
             if table.column_names != list(COLUMNS):
@@ -82,15 +89,22 @@ class ParquetOutput:
 
     def append(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
+        self._pending = True
+        if time.monotonic() - self._written >= FLUSH_S:
+            self._flush()
+
+    def _flush(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         types = {c: self._pa.int64() if NUMBERS.get(c) is int else self._pa.float64() if c in NUMBERS
                  else self._pa.string() for c in COLUMNS}
         schema = self._pa.schema([(c, types[c]) for c in COLUMNS])
         self._pq.write_table(self._pa.Table.from_pylist(self.rows, schema=schema), tmp)
         os.replace(tmp, self.path)
+        self._pending, self._written = False, time.monotonic()
 
     def close(self) -> None:
-        pass
+        if self._pending:
+            self._flush()
 
 
 def open_output(path: str | Path) -> CsvOutput | ParquetOutput:

@@ -323,3 +323,25 @@ def test_a_bug_loading_a_model_is_its_rows_error_not_the_sweeps_end(monkeypatch)
     rows = gx.sweep(THREE[:2], workers=1)
     assert rows[0]["error"] is None
     assert rows[1]["error"] == "internal error: KeyError: ''"
+
+
+def test_parquet_rows_batched_yet_none_lost_on_interrupt(tmp_path, monkeypatch):
+    """Parquet is rewritten at most once a second; an interrupted sweep still leaves every
+    finished row in the file (written when the sweep unwinds), and resuming repeats none."""
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from graphexec.engine import sweep_output
+
+    monkeypatch.setattr(sweep_output, "FLUSH_S", 3600.0)   # only the first row and the unwind write
+    out = tmp_path / "rows.parquet"
+
+    def stop_after_two(done, total, what):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        gx.sweep(THREE[:1], streams=[1, 2, 4], output=out, workers=1, progress=stop_after_two)
+    assert pq.read_table(out).num_rows == 2
+    rows = gx.sweep(THREE[:1], streams=[1, 2, 4], output=out, workers=1)
+    assert pq.read_table(out).num_rows == 3 and [r["streams"] for r in rows] == ["1", "2", "4"]
