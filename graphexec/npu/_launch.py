@@ -59,7 +59,7 @@ class Kernel:
         direct = plan.direct
         if direct is not None and not direct.runner.uses_fallback:
             try:   # the runner's own call, without its dict of values (see OpPlan.direct)
-                res = direct.fn(direct.ctx, *direct.args(ins))
+                res = direct.call(ins)
             except Exception:  # noqa: BLE001  (the runner's call below says what went wrong, or falls back)
                 pass
             else:

@@ -43,13 +43,12 @@ class OpInfo:
 
 @dataclass(frozen=True, slots=True)
 class Direct:
-    """A kernel called without its NodeRunner's dict of values: ``fn(ctx, *args(ins))``,
-    ``ins`` the tensor inputs as the launch holds them (one array, or a list)."""
+    """A kernel called without its NodeRunner's dict of values: ``call(ins)`` is
+    ``runner.fn(runner.ctx, *the node's arguments)``, ``ins`` the tensor inputs as the
+    launch holds them (one array, or a list)."""
 
     runner: NodeRunner                      # its ``uses_fallback`` turns this off, as it does the runner's kernel
-    fn: Callable[..., Any]
-    ctx: Any
-    args: Callable[[Any], tuple[Any, ...]]
+    call: Callable[[Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,26 +198,28 @@ def _direct(runner: Any, names: list[str], consts: dict[str, Any]) -> Direct | N
             return None
     template = tuple(v for _, v in spec)
     slots = [(pos, k) for pos, (k, _) in enumerate(spec) if k >= 0]
-    args: Callable[[Any], tuple[Any, ...]]
+    fn, ctx = runner.fn, runner.ctx
+    call: Callable[[Any], Any]
     if not slots:
-        args = lambda ins: template   # noqa: E731
+        call = lambda ins: fn(ctx, *template)   # noqa: E731
     elif len(names) == 1 and len(template) == 1:
-        args = lambda ins: (ins,)   # noqa: E731
+        call = lambda ins: fn(ctx, ins)   # noqa: E731
     elif len(names) == 1 and len(template) == 2:   # x + 0.5, 2 * x: the operators' common case
         c = template[1 - slots[0][0]]
-        args = (lambda ins: (ins, c)) if slots[0][0] == 0 else (lambda ins: (c, ins))
+        call = (lambda ins: fn(ctx, ins, c)) if slots[0][0] == 0 else (lambda ins: fn(ctx, c, ins))
     elif [k for _, k in slots] == list(range(len(template))):   # every argument a tensor, in order
-        args = tuple
+        call = lambda ins: fn(ctx, *ins)   # noqa: E731
     else:
-        args = partial(_fill, template, slots, len(names) == 1)
-    return Direct(runner, runner.fn, runner.ctx, args)
+        call = partial(_fill, fn, ctx, template, slots, len(names) == 1)
+    return Direct(runner, call)
 
 
-def _fill(template: tuple[Any, ...], slots: list[tuple[int, int]], single: bool, ins: Any) -> tuple[Any, ...]:
+def _fill(fn: Callable[..., Any], ctx: Any, template: tuple[Any, ...], slots: list[tuple[int, int]], single: bool,
+          ins: Any) -> Any:
     vals = list(template)
     for pos, k in slots:
         vals[pos] = ins if single else ins[k]
-    return tuple(vals)
+    return fn(ctx, *vals)
 
 
 def _one_line(e: Exception) -> str:
