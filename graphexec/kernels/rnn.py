@@ -254,32 +254,38 @@ def fake_quant(x: np.ndarray, axes: tuple[int, ...] | None = None) -> np.ndarray
 
 
 def _fake_quant_into(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``fake_quant(x, (1, 2))`` into ``out``: the same float32 operations, with each
-    direction's scale and zero point worked out on numpy float32 scalars (the per-step
-    cost of a DynamicQuantizeLSTM is mostly numpy calls on small arrays)."""
+    """``fake_quant(x, (1, 2))`` into ``out``: the same float32 values, with each direction's
+    scale and zero point worked out on numpy float32 scalars and four ufunc calls on the
+    array (the per-step cost of a DynamicQuantizeLSTM is mostly numpy calls on small arrays):
+    clip(rint(x / s) + zp, 0, 255) - zp is clip(rint(x / s), -zp, 255 - zp) + 0, every term an
+    integer that float32 holds exactly (the + 0 turns rint's -0 into the +0 the sum gave)."""
     d = x.shape[0]
     flat = x.reshape(d, -1)
-    scales, zps = [], []
-    for lo, hi in zip(flat.min(axis=1), flat.max(axis=1)):
+    scales, los, his = [], [], []
+    for lo, hi in zip(_MIN(flat, axis=1), _MAX(flat, axis=1)):
         lo, hi = min(lo, _ZERO), max(hi, _ZERO)
         scale = (hi - lo) / np.float32(255) if hi > lo else np.float32(1)
         shift = -lo / scale
         if not (0 < scale <= _F32_MAX and shift <= _F32_MAX):   # NaN, inf, a scale that underflows:
             np.copyto(out, fake_quant(x, (1, 2)))              # the array version's edge cases
             return out
+        zp = min(max(round(float(shift)), 0), 255)   # rint of the clipped value
         scales.append(scale)
-        zps.append(np.float32(min(max(round(float(shift)), 0), 255)))   # rint of the clipped value
+        los.append(np.float32(-zp))
+        his.append(np.float32(255 - zp))
     sc: Any = scales[0] if d == 1 else np.array(scales, np.float32).reshape(d, 1, 1)
-    zp: Any = zps[0] if d == 1 else np.array(zps, np.float32).reshape(d, 1, 1)
+    lo_: Any = los[0] if d == 1 else np.array(los, np.float32).reshape(d, 1, 1)
+    hi_: Any = his[0] if d == 1 else np.array(his, np.float32).reshape(d, 1, 1)
     np.divide(x, sc, out=out)
     np.rint(out, out=out)
-    out += zp
-    np.clip(out, 0, 255, out=out)
-    out -= zp
+    _CLIP(out, lo_, hi_, out=out)
+    out += _ZERO
     out *= sc
     return out
 
 
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
+_CLIP: Any = np._core.umath.clip  # type: ignore[attr-defined]  # the ufunc: np.clip's wrappers cost more here
 _F32_MAX, _ZERO = float(np.finfo(np.float32).max), np.float32(0)
 
 

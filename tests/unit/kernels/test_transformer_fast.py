@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from contrib_oracle import check, one_node, rand, run_ort, run_ours
 
-from graphexec.kernels import contrib_act, contrib_attention, nn, quant_gemm, quant_matmul
+from graphexec.kernels import contrib_act, contrib_attention, nn, quant_gemm, quant_matmul, rnn
 from graphexec.kernels.registry import OpContext
 
 RNG = np.random.default_rng(11)
@@ -165,3 +165,31 @@ def test_matmul_integer_exact_both_ways(k):
     want = np.matmul(a.astype(np.int64) - 131, w.astype(np.int64))
     assert got.dtype == np.int32 and np.array_equal(got, want)
     assert ctx.cache["int_w"].exact32(quant_matmul.reach(a.dtype, azp)) == (k == 64)
+
+
+# --- DynamicQuantizeLSTM's per-step quantization -------------------------------------------------
+
+def _fake_quant_cases():
+    r = np.random.default_rng(5)
+    for trial in range(400):
+        d, h = 1 + trial % 2, (1, 3, 17, 256)[trial % 4]
+        x = (r.standard_normal((d, 2, h)) * r.uniform(1e-3, 10)).astype(np.float32)
+        x = np.abs(x) if trial % 7 == 0 else -np.abs(x) if trial % 11 == 0 else x
+        if trial % 13 == 0:
+            x[:] = 0
+        if trial % 5 == 0:
+            x.flat[0] = -0.0
+        yield x
+    yield np.float32([[[np.nan, 1.0]], [[0.5, -0.5]]])
+    yield np.float32([[[np.inf, 1.0]]])
+    yield np.float32([[[1e-45, -1e-45]]])
+
+
+def test_fake_quant_into_is_fake_quant_bit_for_bit():
+    for x in _fake_quant_cases():
+        out = np.empty_like(x)
+        with np.errstate(all="ignore"):   # the edge cases divide by a zero or NaN scale, as the plain path does
+            got = rnn._fake_quant_into(x, out)
+            want = rnn.fake_quant(x, (1, 2))
+        assert got is out
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), x
