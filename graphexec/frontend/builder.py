@@ -57,12 +57,17 @@ class GraphBuilder:
         self.graph = Graph(name, opsets={"": opset or onnx.defs.onnx_opset_version()}, source=f"builder {name!r}")
         self._node_names: set[str] = set()
         self._taken: set[str] = set()  # generated names, reserved as soon as they are made
+        self._counts: dict[str, int] = {}   # per base name, the suffix to try next
 
     def _fresh(self, base: str) -> str:
-        name, i = base, 0
+        """An unused name from ``base``: base, base_1, base_2, ... (counting on from the
+        last one given, so n ops of one kind cost O(n), not O(n^2))."""
+        i = self._counts.get(base, 0)
+        name = f"{base}_{i}" if i else base
         while name in self._taken or name in self.graph.values or name in self._node_names:
             i += 1
             name = f"{base}_{i}"
+        self._counts[base] = i + 1
         self._taken.add(name)
         return name
 

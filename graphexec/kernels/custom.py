@@ -99,8 +99,8 @@ def lookup_custom(op: str, domain: str, opset: int = 10_000) -> CustomKernel | N
 def domains_of(op: str) -> list[str]:
     """The domains of the user's kernels that define ``op``, sorted: how a bare ``op:`` is
     resolved (a built-in contrib op is named with its domain, as in ONNX)."""
-    return sorted({d.domain for d in registry.definitions()
-                   if d.op == op and isinstance(d.rules, CustomKernel) and d.rules.user})
+    return sorted({d.domain for d in registry.definitions_of(op)
+                   if isinstance(d.rules, CustomKernel) and d.rules.user})
 
 
 def _run(spec: CustomKernel, attrs: dict[str, Any], inputs: tuple) -> tuple[np.ndarray, ...]:

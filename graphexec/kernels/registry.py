@@ -84,6 +84,7 @@ class KernelDef:
 
 
 _REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
+_DOMAINS: dict[str, set[str]] = {}   # op -> the domains that register it (a builder asks per node)
 
 
 def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
@@ -98,6 +99,7 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
 
     def wrap(fn: KernelFn) -> KernelFn:
         defs = _REGISTRY.setdefault((domain, op), [])
+        _DOMAINS.setdefault(op, set()).add(domain)
         defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
         defs.append(KernelDef(op, domain, fn, since, until, out, rules, check))
         return fn
@@ -146,6 +148,11 @@ def registered_ops() -> list[tuple[str, str]]:
 def definitions() -> list[KernelDef]:
     """Every registration, by (domain, op) and then in registration order."""
     return [d for key in sorted(_REGISTRY) for d in _REGISTRY[key]]
+
+
+def definitions_of(op: str) -> list[KernelDef]:
+    """The registrations of ``op`` in any domain, by domain and then in registration order."""
+    return [d for domain in sorted(_DOMAINS.get(op, ())) for d in _REGISTRY[(domain, op)]]
 
 
 def as_outputs(result: Any) -> tuple[Any, ...]:

@@ -95,3 +95,15 @@ def test_builder_graph_round_trips_through_yaml_and_onnx_bit_identical():
     for other in (from_yaml, from_onnx):
         assert other.nodes[0].meta == {"stream_label": "main", "priority": 1}
         assert gx.Session(other).run({"x": x}).outputs["y"].tobytes() == want.tobytes()
+
+
+def test_generated_names_count_on_and_skip_taken_ones():
+    """Fresh names go base, base_1, base_2, ... (counted on, not searched from 0 each time)
+    and step over names the user took."""
+    b = gx.GraphBuilder("names")
+    x = b.input("x", "float32", [2])
+    r = b.Relu(b.Relu(x))
+    b.op("Relu", r, name="relu_2")
+    b.Relu(r)
+    assert [n.name for n in b.graph.nodes] == ["relu", "relu_1", "relu_2", "relu_3"]
+    assert [n.outputs[0] for n in b.graph.nodes] == ["relu_out", "relu_1_out", "relu_2_out", "relu_3_out"]
