@@ -35,15 +35,18 @@ def _layer_norm(ctx: OpContext, x: np.ndarray, gamma: np.ndarray, beta: np.ndarr
     if x.dtype == np.float64:  # nn.layer_norm keeps float32 statistics only
         x, gamma = x.astype(np.float32), gamma.astype(np.float32)
         beta = None if beta is None else beta.astype(np.float32)
-    attrs = {"axis": axis, "epsilon": eps, "stash_type": int(ctx.attrs.get("stash_type", 1))}
-    y, mean, inv = reuse(ctx, _onnx_layer_norm, OpContext("LayerNormalization", attrs, 17, 3, ctx.name),
-                         x, gamma, beta)
+    key = ("ln17", axis, eps)
+    inner = ctx.cache.get(key)
+    if inner is None:   # the onnx node this one runs as, made once per node
+        attrs = {"axis": axis, "epsilon": eps, "stash_type": int(ctx.attrs.get("stash_type", 1))}
+        inner = ctx.cache[key] = OpContext("LayerNormalization", attrs, 17, 3, ctx.name)
+    y, mean, inv = reuse(ctx, _onnx_layer_norm, inner, x, gamma, beta)
     return y, mean, inv
 
 
 def _stats(ctx: OpContext, *stats: np.ndarray) -> tuple[np.ndarray, ...]:
     """The node's outputs 1.. as float32 statistics, trimmed to the outputs it declares."""
-    return tuple(s.astype(np.float32) for s in stats)[:max(ctx.num_outputs - 1, 0)]
+    return tuple(s.astype(np.float32, copy=False) for s in stats)[:max(ctx.num_outputs - 1, 0)]
 
 
 @register("SimplifiedLayerNormalization", since=1)
@@ -60,7 +63,8 @@ def layer_norm_v1(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarra
     """ORT's LayerNormalization for opsets before onnx defined it: the same as version 17."""
     xw, sw, bw = work(ctx, x, scale, b)
     y, mean, inv = _layer_norm(ctx, xw, sw, bw, _axis(ctx, x), float(ctx.attrs.get("epsilon", 1e-5)))
-    return (y.astype(x.dtype), *_stats(ctx, mean, inv)) if ctx.num_outputs > 1 else y.astype(x.dtype)
+    return (y.astype(x.dtype, copy=False), *_stats(ctx, mean, inv)) if ctx.num_outputs > 1 else \
+        y.astype(x.dtype, copy=False)
 
 
 def _skip_sum(ctx: OpContext, x: np.ndarray, skip: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
@@ -73,13 +77,20 @@ def _skip_sum(ctx: OpContext, x: np.ndarray, skip: np.ndarray, bias: np.ndarray 
             and skip.shape != (1,) + x.shape[1:]:
         refuse(ctx, f"skip of shape {skip.shape} does not broadcast to input {x.shape}")
     xw, sw, bw = work(ctx, x, skip, bias)
-    return xw + sw if bw is None else xw + sw + bw
+    s = xw + sw
+    if bw is not None:
+        s += bw   # (x + skip) + bias, in the sum's own new array
+    return s
 
 
 def _skip_outputs(ctx: OpContext, y: np.ndarray, s: np.ndarray, mean: np.ndarray, inv: np.ndarray,
                   dtype: np.dtype):
-    outs = (y.astype(dtype), mean.astype(np.float32), inv.astype(np.float32), s.astype(dtype))
-    return outs[:ctx.num_outputs] if ctx.num_outputs > 1 else outs[0]
+    """The declared outputs only, each converted (copied) only where its dtype differs."""
+    if ctx.num_outputs <= 1:
+        return y.astype(dtype, copy=False)
+    outs = (y.astype(dtype, copy=False), mean.astype(np.float32, copy=False), inv.astype(np.float32, copy=False),
+            s.astype(dtype, copy=False))
+    return outs[:ctx.num_outputs]
 
 
 @register("SkipLayerNormalization", domain=DOMAIN)
@@ -105,7 +116,7 @@ def skip_simplified_layer_norm(ctx: OpContext, x: np.ndarray, skip: np.ndarray, 
 def _lookup(ctx: OpContext, table: np.ndarray, ids: np.ndarray, what: str) -> np.ndarray:
     if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
         refuse(ctx, f"{what} outside [0, {table.shape[0]})")
-    return table[ids]
+    return np.take(table, ids, axis=0)
 
 
 @register("EmbedLayerNormalization", domain=DOMAIN)
@@ -117,14 +128,21 @@ def embed_layer_norm(ctx: OpContext, input_ids: np.ndarray, segment_ids: np.ndar
     ids = ints(ctx, input_ids, "input_ids")
     if ids.ndim != 2:
         refuse(ctx, f"input_ids of shape {ids.shape}; expected (batch, sequence)")
-    pos = np.arange(ids.shape[1]) if position_ids is None else ints(ctx, position_ids, "position_ids")
-    e = _lookup(ctx, word, ids, "input_ids") + _lookup(ctx, position, np.broadcast_to(pos, ids.shape), "position_ids")
+    tables = (word, position) if segment is None else (word, position, segment)
+    e = _lookup(ctx, word, ids, "input_ids").astype(np.result_type(*tables), copy=False)   # new: summed in place
+    if position_ids is None:   # positions 0..S-1: the table's first rows, added to every batch row
+        if ids.shape[1] > position.shape[0]:
+            refuse(ctx, f"position_ids outside [0, {position.shape[0]})")
+        e += position[:ids.shape[1]]
+    else:
+        pos = ints(ctx, position_ids, "position_ids")
+        e += _lookup(ctx, position, np.broadcast_to(pos, ids.shape), "position_ids")
     if segment is not None and segment_ids is not None:
-        e = e + _lookup(ctx, segment, ints(ctx, segment_ids, "segment_ids"), "segment_ids")
+        e += _lookup(ctx, segment, ints(ctx, segment_ids, "segment_ids"), "segment_ids")
     ew, gw, bw = work(ctx, e, gamma, beta)
     y, _, _ = _layer_norm(ctx, ew, gw, bw, -1, float(ctx.attrs.get("epsilon", 1e-12)))
     if mask is None:
         index = np.zeros(ids.shape[0], dtype=np.int32)
     else:
         index = (ints(ctx, mask, "mask") == 1).sum(axis=1).astype(np.int32)
-    return (y.astype(word.dtype), index, e.astype(word.dtype))[:max(ctx.num_outputs, 1)]
+    return (y.astype(word.dtype, copy=False), index, e.astype(word.dtype, copy=False))[:max(ctx.num_outputs, 1)]

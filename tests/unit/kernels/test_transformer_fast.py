@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from contrib_oracle import check, one_node, rand, run_ort, run_ours
 
-from graphexec.kernels import contrib_act, contrib_attention, nn, quant_gemm, quant_matmul, rnn
+from graphexec.kernels import contrib_act, contrib_attention, contrib_norm, nn, quant_gemm, quant_matmul, rnn
 from graphexec.kernels.registry import OpContext
 
 RNG = np.random.default_rng(11)
@@ -193,3 +193,39 @@ def test_fake_quant_into_is_fake_quant_bit_for_bit():
             want = rnn.fake_quant(x, (1, 2))
         assert got is out
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), x
+
+
+# --- SkipLayerNormalization / EmbedLayerNormalization: in place, the same bits -------------------
+
+def _ln17(x, g, b, eps):
+    return nn.layer_norm(OpContext("LayerNormalization", {"axis": -1, "epsilon": eps}, 17, 3), x, g, b)
+
+
+@pytest.mark.parametrize("outputs", [1, 4])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_skip_layer_norm_is_the_plain_sum_and_norm_bit_for_bit(outputs, with_bias):
+    x, skip, g, b = rand(2, 5, 16), rand(2, 5, 16), rand(16), rand(16)
+    bias = rand(16) if with_bias else None
+    ctx = OpContext("SkipLayerNormalization", {"epsilon": 1e-5}, 1, outputs)
+    got = contrib_norm.skip_layer_norm(ctx, x, skip, g, b, bias)
+    s = x + skip if bias is None else x + skip + bias
+    y, mean, inv = _ln17(s, g, b, 1e-5)
+    want = (y, mean, inv, s)[:outputs] if outputs > 1 else y
+    for o, w in zip(got if outputs > 1 else [got], want if outputs > 1 else [want]):
+        assert o.dtype == w.dtype and np.array_equal(o, w)
+    if outputs > 1:
+        assert not np.shares_memory(got[0], got[3])
+
+
+@pytest.mark.parametrize("position_ids", [False, True])
+def test_embed_layer_norm_is_the_plain_lookup_and_norm_bit_for_bit(position_ids):
+    ids = RNG.integers(0, 50, (2, 7)).astype(np.int32)
+    seg = RNG.integers(0, 2, (2, 7)).astype(np.int32)
+    word, pos, segt, g, b = rand(50, 16), rand(9, 16), rand(2, 16), rand(16), rand(16)
+    pids = RNG.integers(0, 9, (2, 7)).astype(np.int32) if position_ids else None
+    ctx = OpContext("EmbedLayerNormalization", {"epsilon": 1e-5}, 1, 3)
+    y, index, e = contrib_norm.embed_layer_norm(ctx, ids, seg, word, pos, segt, g, b, None, pids)
+    p = np.broadcast_to(np.arange(7), ids.shape) if pids is None else pids
+    plain = word[ids] + pos[p] + segt[seg]
+    assert np.array_equal(e, plain) and np.array_equal(y, _ln17(plain, g, b, 1e-5)[0])
+    assert np.array_equal(index, np.zeros(2, np.int32))
