@@ -144,7 +144,9 @@ def conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None = No
         return _conv(ctx, x, w, b, out)
 
 
-def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
+def _geometry(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> tuple[np.dtype, int, Geometry]:
+    """(compute dtype, groups, window geometry) of a Conv on these shapes, after the checks
+    (``Unsupported`` for a case the fallback computes); about 4 us a call, so it is cached."""
     cdt = compute_dtype(x, "Conv")
     nd = x.ndim - 2
     if nd < 1 or w.ndim != x.ndim:
@@ -159,9 +161,25 @@ def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, ou
     strides = spatial_ints(ctx, "strides", nd, 1)
     dil = spatial_ints(ctx, "dilations", nd, 1)
     out_sp, pb, _ = window_geometry(ctx, x.shape[2:], kernel, strides, dil)
-    fast = fast_conv(ctx, x, w, b, groups, Geometry(kernel, strides, dil, pb, out_sp), out)
+    return cdt, groups, Geometry(kernel, strides, dil, pb, out_sp)
+
+
+def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
+    # The checks and the window geometry depend on the shapes only: with a constant filter
+    # (a model's), once per node and shape; a filter fed at run time keeps nothing on the node.
+    if len(ctx.const_inputs) > 1 and ctx.const_inputs[1]:
+        key = ("conv.geometry", x.shape, w.shape, x.dtype)
+        hit = ctx.cache.get(key)
+        if hit is None:
+            hit = ctx.cache[key] = _geometry(ctx, x, w)
+    else:
+        hit = _geometry(ctx, x, w)
+    cdt, groups, geo = hit
+    fast = fast_conv(ctx, x, w, b, groups, geo, out)
     if fast is not None:
         return fast
+    m, nd, kernel, strides, dil = w.shape[0], x.ndim - 2, geo.kernel, geo.strides, geo.dil
+    out_sp, pb = geo.out, geo.begin
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
     xp = pad_for_windows(x.astype(cdt, copy=False), out_sp, pb, strides, eff)
     wc = w.astype(cdt, copy=False)

@@ -165,8 +165,7 @@ def _fold_rows(src: np.ndarray, k: int, stride: int, dst: np.ndarray, first: Cal
                fold: Callable[..., Any]) -> None:
     """dst[:, r] = fold of src[:, r * stride + t] over the k row taps t."""
     n = dst.shape[1]
-    for t in range(k):
-        (first if t == 0 else fold)(dst, src[:, t:t + (n - 1) * stride + 1:stride], out=dst)
+    _fold_taps(dst, [src[:, t:t + (n - 1) * stride + 1:stride] for t in range(k)], first, fold)
 
 
 def _fold_cols(src: np.ndarray, k: int, stride: int, dst: np.ndarray, first: Callable[..., Any],
@@ -179,8 +178,19 @@ def _fold_cols(src: np.ndarray, k: int, stride: int, dst: np.ndarray, first: Cal
     if stride > 1:
         for r, ph in enumerate(phases):
             ph[...] = src[:, :, r::stride]
-    for t in range(k):
-        (first if t == 0 else fold)(dst, phases[t % stride][:, :, t // stride:t // stride + n], out=dst)
+    _fold_taps(dst, [phases[t % stride][:, :, t // stride:t // stride + n] for t in range(k)], first, fold)
+
+
+def _fold_taps(dst: np.ndarray, taps: list[np.ndarray], first: Callable[..., Any], fold: Callable[..., Any]) -> None:
+    """dst = fold of the taps in order. ``first`` copies its second argument into ``out``
+    (every caller's does), so the first two taps fold straight into dst: one pass fewer
+    than a copy and then a fold, and the same values (a copy of x, then x + y, is x + y)."""
+    if len(taps) == 1:
+        first(dst, taps[0], out=dst)
+        return
+    fold(taps[0], taps[1], out=dst)
+    for tap in taps[2:]:
+        fold(dst, tap, out=dst)
 
 
 def _fast_2d(x: np.ndarray, out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -35,21 +35,42 @@ def buffer(slot: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return raw[:need].view(dtype).reshape(shape)
 
 
+FRAMES_KEPT = 32 * 1024 * 1024   # bytes of padded frames a thread keeps (then it starts afresh)
+
+
 def padded(slot: str, x: np.ndarray, begin: tuple[int, ...], shape: tuple[int, ...],
            value: float | int = 0) -> np.ndarray:
     """``x`` (C, H, W) placed at offset ``begin`` in a (C, *shape) scratch array filled with ``value``.
 
-    Only the border is zeroed: the interior is overwritten at once. Rows and columns of
-    ``x`` that fall past ``shape`` are left out.
-    """
+    Rows and columns of ``x`` that fall past ``shape`` are left out. The array is kept per
+    geometry (slot, shapes, offset, value, dtype): its border is filled once, when it is
+    made, and later calls only copy the interior, which the caller never writes. The
+    border's 1-element column runs cost about as much as the interior's copy (a 128x14x14
+    input: 10.8 -> 6.3 us; 272x14x14: 21 -> 14 us)."""
     (top, left), (hp, wp) = begin, shape
     x = x[:, :max(0, hp - top), :max(0, wp - left)]
     c, h, w = x.shape
-    xp = buffer(slot, (c, hp, wp), x.dtype)
-    xp[:, :top] = value
-    xp[:, top + h:] = value
-    xp[:, top:top + h, :left] = value
-    xp[:, top:top + h, left + w:] = value
+    dtype = x.dtype
+    key = (slot, dtype.str, c, hp, wp, top, left, h, w, np.asarray(value, dtype).tobytes())
+    frames: dict[tuple, np.ndarray] | None = getattr(_local, "frames", None)
+    if frames is None:
+        frames = _local.frames = {}
+    xp = frames.get(key)
+    if xp is None:
+        nbytes = c * hp * wp * dtype.itemsize
+        if nbytes > FRAMES_KEPT:
+            return _pad_fresh(x, (top, left), (hp, wp), value)
+        if sum(f.nbytes for f in frames.values()) + nbytes > FRAMES_KEPT:
+            frames.clear()
+        xp = frames[key] = np.full((c, hp, wp), value, dtype)
+    xp[:, top:top + h, left:left + w] = x
+    return xp
+
+
+def _pad_fresh(x: np.ndarray, begin: tuple[int, int], shape: tuple[int, int], value: float | int) -> np.ndarray:
+    """``padded`` into a new array, for one too big to keep."""
+    (top, left), (c, h, w) = begin, x.shape
+    xp = np.full((c, *shape), value, x.dtype)
     xp[:, top:top + h, left:left + w] = x
     return xp
 
@@ -75,5 +96,6 @@ def constant(value: float | int, shape: tuple[int, ...], dtype: Any) -> np.ndarr
 
 
 def release() -> None:
-    """Drop this thread's buffers."""
+    """Drop this thread's buffers and padded frames."""
     _local.bufs = {}
+    _local.frames = {}
