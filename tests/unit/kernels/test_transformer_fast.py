@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from contrib_oracle import check, one_node, rand, run_ort, run_ours
 
-from graphexec.kernels import contrib_act, contrib_attention, contrib_norm, nn, quant_gemm, quant_matmul, rnn
+from graphexec.kernels import contrib_act, contrib_attention, contrib_norm, nn, quant, quant_gemm, quant_matmul, rnn
 from graphexec.kernels.registry import OpContext
 
 RNG = np.random.default_rng(11)
@@ -229,3 +229,32 @@ def test_embed_layer_norm_is_the_plain_lookup_and_norm_bit_for_bit(position_ids)
     plain = word[ids] + pos[p] + segt[seg]
     assert np.array_equal(e, plain) and np.array_equal(y, _ln17(plain, g, b, 1e-5)[0])
     assert np.array_equal(index, np.zeros(2, np.int32))
+
+
+# --- Q/DQ: constant parameters worked out once per node -----------------------------------------
+
+@pytest.mark.parametrize("attrs,sshape", [({}, ()), ({"axis": 1}, (6,)), ({"axis": 2, "block_size": 4}, (2, 6, 2))])
+@pytest.mark.parametrize("zdt", [np.uint8, np.int8, None])
+def test_qdq_with_constant_parameters_match_the_uncached_path_bit_for_bit(attrs, sshape, zdt):
+    x = (rand(2, 6, 8) * 4).astype(np.float32)
+    x.flat[:3] = [np.nan, np.inf, -np.inf]
+    scale = RNG.uniform(0.01, 0.1, sshape).astype(np.float32)
+    zp = None if zdt is None else RNG.integers(-5 if zdt is np.int8 else 0, 5 if zdt is np.int8 else 9,
+                                               sshape).astype(zdt)
+    const = OpContext("QuantizeLinear", attrs, 21, 1, "", (False, True, True))
+    plain = OpContext("QuantizeLinear", attrs, 21, 1, "", (False, False, False))
+    for _ in range(2):   # the second call reads the node's cache
+        with np.errstate(invalid="ignore"):
+            q = quant.quantize_linear(const, x, scale, zp)
+            want = quant.quantize_linear(plain, x, scale, zp)
+        assert q.dtype == want.dtype and np.array_equal(q, want)
+        dconst = OpContext("DequantizeLinear", attrs, 21, 1, "", (False, True, True))
+        d = quant.dequantize_linear(dconst, q, scale, zp)
+        d2 = quant.dequantize_linear(dconst, q, scale, zp)
+        want_d = quant.dequantize_linear(OpContext("DequantizeLinear", attrs, 21, 1), q, scale, zp)
+        assert np.array_equal(d.view(np.uint32), want_d.view(np.uint32)) and np.array_equal(d2, d)
+    assert ("q", x.shape) in const.cache and not plain.cache
+    # a new shape on the same node (a dynamic dim) gets its own entry
+    if not attrs.get("block_size"):
+        y = x[:1]
+        assert np.array_equal(quant.quantize_linear(const, y, scale, zp), quant.quantize_linear(plain, y, scale, zp))
