@@ -80,6 +80,8 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
         elif t is float:   # signature(a), inline
             key.append(float)
             key.append(a if a == a and a else FLOAT_BITS(a))
+        elif isinstance(a, Tensor):   # a subclass: plan_key's key is its dtype and shape
+            return _general(op, args, attrs, outputs)
         else:
             key += signature(a)
     if attrs:

@@ -67,6 +67,13 @@ def test_the_inline_key_is_plan_key():
     host = x.cpu()
     for args in cases[:3]:   # the general path (host tensors) finds the same plans
         npu.ops.run("Add", *[host if a is x else a for a in args])
+
+    class Mine(npu.Tensor):
+        __slots__ = ()
+
+    mine = Mine(x._arr, x._store)
+    for _ in range(2):   # a subclass is a tensor too (not a constant keyed by its identity)
+        np.testing.assert_array_equal(npu.ops.run("Add", mine, 0.5).cpu().numpy(), (x + 0.5).cpu().numpy())
     assert len(PLANS) == before
 
 
