@@ -113,9 +113,28 @@ _UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
     "Acosh": np.arccosh, "Atanh": np.arctanh,
 }
+RELU_BLOCK = 1 << 15   # elements per piece of a big Relu: its constant (128 KiB of float32) stays in L2
+
+
 def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """max(x, 0); against a constant array on big tensors (numpy's two-array loop is faster)."""
-    return np.maximum(x, 0 if x.size < 4096 else scratch.constant(0, x.shape, x.dtype), out=out)
+    """max(x, 0); against a constant array on big tensors (numpy's two-array loop is several
+    times faster than its array-and-scalar one). A big contiguous tensor goes a piece at a
+    time against one small constant, which stays in cache, instead of a constant as big as
+    the tensor, a third stream from memory: a Relu right after its conv (SqueezeNet's
+    64x111x111) 290 -> 165 us. The same loop on every element, so the same values."""
+    n = x.size
+    if n < 4096:
+        return np.maximum(x, 0, out=out)
+    if n < 8 * RELU_BLOCK or not x.flags.c_contiguous \
+            or (out is not None and (not out.flags.c_contiguous or out.shape != x.shape)):
+        return np.maximum(x, scratch.constant(0, x.shape, x.dtype), out=out)
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    zero = scratch.constant(0, (RELU_BLOCK,), x.dtype)
+    for i in range(0, n, RELU_BLOCK):
+        j = min(n, i + RELU_BLOCK)
+        np.maximum(xf[i:j], zero[:j - i], out=yf[i:j])
+    return y
 
 
 _UNARY_NUM: dict[str, Callable[[np.ndarray], np.ndarray]] = {

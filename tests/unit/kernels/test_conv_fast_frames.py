@@ -114,3 +114,21 @@ def test_pools_against_the_reference(op, strides, pads):
     fn = pool.max_pool if op == "MaxPool" else pool.average_pool
     for _ in range(2):   # the second call reuses the kept padded frame
         np.testing.assert_allclose(fn(ctx, x), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [100, 5000, 8 * (1 << 15), 8 * (1 << 15) + 17, 5 << 20])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_blocked_relu_is_numpys_maximum(n, dtype):
+    from graphexec.kernels.elementwise import relu
+
+    x = (RNG.standard_normal(n) * 100).astype(dtype)
+    if x.dtype.kind == "f":
+        x[:4] = [np.nan, -np.nan, -0.0, np.inf]
+    want = np.maximum(x, np.zeros_like(x))
+    assert relu(x).tobytes() == want.tobytes()
+    out = np.empty_like(x)
+    assert relu(x, out=out) is out and out.tobytes() == want.tobytes()
+    y = x.copy()
+    assert relu(y, out=y) is y and y.tobytes() == want.tobytes()   # in place, as a Relu after its conv
+    strided = x[::2]
+    assert relu(strided).tobytes() == np.maximum(strided, 0).tobytes()
