@@ -132,3 +132,16 @@ def test_blocked_relu_is_numpys_maximum(n, dtype):
     assert relu(y, out=y) is y and y.tobytes() == want.tobytes()   # in place, as a Relu after its conv
     strided = x[::2]
     assert relu(strided).tobytes() == np.maximum(strided, 0).tobytes()
+
+
+@pytest.mark.parametrize("ho,wo", [(8, 12), (7, 10), (5, 5)])
+def test_winograd_scatter_places_every_tile_value(ho, wo):
+    from graphexec.kernels import winograd
+
+    m, rows, tw = 3, -(-ho // 4), -(-wo // 4)
+    tiles = RNG.standard_normal((4, 4, m, rows, tw)).astype(np.float32)
+    y = np.full((m, ho + 2, wo), np.nan, np.float32)
+    winograd._scatter(tiles, y, 1, 1 + ho)
+    full = tiles.transpose(2, 3, 0, 4, 1).reshape(m, 4 * rows, 4 * tw)   # y[m, 4r+i, 4t+j] = tiles[i, j, m, r, t]
+    assert y[:, 1:1 + ho].tobytes() == full[:, :ho, :wo].tobytes()
+    assert np.isnan(y[:, 0]).all() and np.isnan(y[:, 1 + ho:]).all()
