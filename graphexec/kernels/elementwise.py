@@ -125,7 +125,7 @@ def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     n = x.size
     if n < 4096:
         return np.maximum(x, 0, out=out)
-    if n < 8 * RELU_BLOCK or not x.flags.c_contiguous \
+    if n < 2 * RELU_BLOCK or not x.flags.c_contiguous \
             or (out is not None and (not out.flags.c_contiguous or out.shape != x.shape)):
         return np.maximum(x, scratch.constant(0, x.shape, x.dtype), out=out)
     y = np.empty(x.shape, x.dtype) if out is None else out

@@ -116,7 +116,7 @@ def test_pools_against_the_reference(op, strides, pads):
         np.testing.assert_allclose(fn(ctx, x), want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("n", [100, 5000, 8 * (1 << 15), 8 * (1 << 15) + 17, 5 << 20])
+@pytest.mark.parametrize("n", [100, 5000, 2 * (1 << 15) - 1, 2 * (1 << 15) + 17, 8 * (1 << 15), 5 << 20])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_blocked_relu_is_numpys_maximum(n, dtype):
     from graphexec.kernels.elementwise import relu
