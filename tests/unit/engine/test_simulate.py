@@ -130,3 +130,25 @@ def test_shapes_pick_the_signature_and_feeds_exclude_shapes():
         gx.Session(model).simulate({"x": np.zeros((1, 3), np.float32)}, shapes={"x": (1, 3)})
     with pytest.raises(GraphExecError, match="'z'"):
         gx.Session(model).simulate(shapes={"z": (1, 3)})
+
+
+def test_weights_reach_device_memory_only_for_a_computing_run():
+    """A timing-only run leaves the weight region unwritten (its copies are on the clock
+    only); the first run that computes writes them, and its outputs equal a fresh session's."""
+    w = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(w, "w")])
+    graph = gx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    feeds = {"x": np.ones((2, 3), np.float32)}
+    s = gx.Session(graph)
+    timing = s.simulate(feeds)
+    c = s.compiled
+    entry = next(e for e in c.memory_plan.buffers if e.tensor == "w")
+    on_device = c.device.view(c.bases["weight"] + entry.offset, w.dtype, w.shape)
+    assert not np.array_equal(on_device, w)   # not moved yet
+    out = s.run(feeds)
+    assert np.array_equal(on_device, w)
+    assert out.outputs["y"].tobytes() == gx.Session(graph).run(feeds).outputs["y"].tobytes()
+    assert _numbers(timing)[0] == _numbers(out)[0]
