@@ -93,12 +93,14 @@ class Stream:
         """Whether all work launched on the stream has finished by the host's clock."""
         rt = self.check()
         dev = self.card.device
-        dev.sim.advance_to(dev.host_t)
+        with _launch.waiting():
+            dev.sim.advance_to(dev.host_t)
         return rt.pending == 0
 
     def synchronize(self) -> None:
         rt = self.check()
-        self.card.device.synchronize_stream(rt)
+        with _launch.waiting():
+            self.card.device.synchronize_stream(rt)
         _launch.raise_faults(self.card)
 
     def __eq__(self, other: object) -> bool:
@@ -139,12 +141,14 @@ class Event:
         if self.card is None or self.rt is None:
             return True
         self.card.check()
-        return self.card.device.event_complete(self.rt)
+        with _launch.waiting():
+            return self.card.device.event_complete(self.rt)
 
     def synchronize(self) -> None:
         if self.card is not None and self.rt is not None:
             self.card.check()
-            self.card.device.synchronize_event(self.rt)
+            with _launch.waiting():
+                self.card.device.synchronize_event(self.rt)
             _launch.raise_faults(self.card)
 
     def elapsed_time(self, end_event: Event) -> float:
@@ -196,7 +200,8 @@ def synchronize(device: Any = None) -> None:
     """Wait for all work on the device (torch.npu.synchronize)."""
     card = _card(device)
     card.check()
-    card.device.synchronize_device()
+    with _launch.waiting():
+        card.device.synchronize_device()
     _launch.raise_faults(card)
 
 

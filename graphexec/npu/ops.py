@@ -148,7 +148,8 @@ def _sized_by_values(card: Card, plan: Any, tensors: list[Tensor]) -> tuple[Tens
         raise GraphExecError(f"npu.ops.{plan.op}: its output size needs the values, so it cannot be captured "
                              "into an NPUGraph (torch refuses such ops in a capture too)")
     stream = card.current
-    card.device.synchronize_stream(stream)
+    with _launch.waiting():
+        card.device.synchronize_stream(stream)
     _launch.raise_faults(card)
     values = dict(plan.consts)
     values.update(zip(plan.inputs, (t._arr for t in tensors)))

@@ -150,3 +150,26 @@ def test_a_captured_graph_replays_after_its_plans_left_the_cache(small_cache):
     g.replay()
     npu.synchronize()
     assert y.cpu().numpy().tobytes() == eager.tobytes()
+
+
+def test_a_wait_runs_its_kernels_with_warnings_off_once(monkeypatch):
+    entered = {"n": 0}
+
+    class Counted(np.errstate):
+        def __enter__(self):
+            entered["n"] += 1
+            return super().__enter__()
+
+    x = npu.randn(4, 4)
+    npu.synchronize()
+    monkeypatch.setattr(np, "errstate", Counted)
+    for _ in range(20):
+        x = x / 0.0   # inf and NaN, no RuntimeWarning
+    before = np.geterr()
+    npu.synchronize()   # the 20 kernels run here: one errstate for the wait, not one per kernel
+    assert entered["n"] == 1
+    assert np.geterr() == before
+    y = x.cpu().numpy()
+    assert not np.isfinite(y).any()
+    with pytest.warns(RuntimeWarning):   # the caller's numpy warns as before
+        np.float32(1.0) / np.zeros(1, np.float32)
