@@ -6,16 +6,24 @@ block that needs less than an equal share (compute-bound) gets what it needs, th
 is split among the others. Rates change only when blocks start or end, so progress is
 piecewise linear and exact. Blocks of one task placed at one instant form a cohort
 that ends together, which keeps a 512-wave MatMul at 512 events rather than 16,384.
+
+The event loop calls these methods thousands of times per run, so they are written for
+speed (one pass over the cohorts, no per-call closures); every float is computed by the
+same operations in the same order as the straightforward version (``tests/unit/runtime/
+test_sim_fast_reference.py`` keeps it and the tests compare the two bit for bit).
 """
 
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 INF = math.inf
 MIN_BLOCK_US = 1e-3     # a block never takes less than a nanosecond
 DONE_EPS = 1e-9         # remaining fraction below which a cohort counts as finished
+
+_demand = attrgetter("demand")
 
 
 class Cohort:
@@ -26,10 +34,24 @@ class Cohort:
     def __init__(self, task: Any, pool: str, n: int, time: float, nbytes: float) -> None:
         self.task, self.pool, self.n = task, pool, n
         self.left = 1.0                 # fraction of each block's work still to do
-        self.time = max(time, MIN_BLOCK_US)
+        self.time = MIN_BLOCK_US if MIN_BLOCK_US > time else time   # max(time, MIN_BLOCK_US)
         self.bytes = nbytes
         self.demand = nbytes / self.time   # bytes/us one block needs to run at full compute speed
         self.rate = 1.0 / self.time
+
+    def solo_rate(self, bw: float) -> float:
+        """Its rate alone on the device: the roofline of its blocks against all of HBM."""
+        if self.bytes > 0:
+            r, share = 1.0 / self.time, bw / (self.n * self.bytes)
+            return share if share < r else r
+        return 1.0 / self.time
+
+
+def finished(c: Cohort, now: float) -> bool:
+    """Whether ``c`` is done at ``now``. Late in a long run a remaining time can be below
+    the clock's resolution (about 7e-12 us at 2**15 us): its finish then rounds to ``now``
+    and time would stop moving, so that counts as done too."""
+    return c.left <= DONE_EPS or now + c.left / c.rate <= now
 
 
 class CorePools:
@@ -58,7 +80,8 @@ class CorePools:
 
     def place(self, task: Any, pool: str, n: int, now: float) -> None:
         """Start ``n`` blocks of ``task`` on ``pool`` at ``now``."""
-        self.advance(now)
+        if now > self.t:
+            self.advance(now)
         self.free[pool] -= n
         self.log.append((now, pool, n))
         self.cohorts.append(Cohort(task, pool, n, task.block_us, task.block_bytes))
@@ -66,21 +89,33 @@ class CorePools:
 
     def pop_done(self, now: float) -> list[Cohort]:
         """The cohorts finished by ``now``, removed and their cores freed."""
+        cohorts = self.cohorts
+        if len(cohorts) == 1:   # one cohort: no lists to filter
+            c = cohorts[0]
+            dt = now - self.t
+            if dt > 0:
+                c.left -= c.rate * dt
+                self.t = now
+            if not (c.left <= DONE_EPS or now + c.left / c.rate <= now):
+                return []
+            self.cohorts = []
+            self.free[c.pool] += c.n
+            self.log.append((now, c.pool, -c.n))
+            self.stale = True
+            return cohorts
         self.advance(now)
-        done = [c for c in self.cohorts if self._done(c, now)]
+        done = [c for c in cohorts if c.left <= DONE_EPS or now + c.left / c.rate <= now]
         if done:
-            self.cohorts = [c for c in self.cohorts if not self._done(c, now)]
+            if len(done) == len(cohorts):
+                self.cohorts = []
+            else:
+                self.cohorts = [c for c in cohorts if not (c.left <= DONE_EPS or now + c.left / c.rate <= now)]
+            free, log = self.free, self.log
             for c in done:
-                self.free[c.pool] += c.n
-                self.log.append((now, c.pool, -c.n))
+                free[c.pool] += c.n
+                log.append((now, c.pool, -c.n))
             self.stale = True
         return done
-
-    @staticmethod
-    def _done(c: Cohort, now: float) -> bool:
-        # Late in a long run a remaining time can be below the clock's resolution (about
-        # 7e-12 us at 2**15 us): its finish then rounds to ``now`` and time stops moving.
-        return c.left <= DONE_EPS or now + c.left / c.rate <= now
 
     def retime(self) -> None:
         """Share HBM among running blocks (water-filling) and find the next finish.
@@ -91,14 +126,20 @@ class CorePools:
         cohorts = self.cohorts
         if len(cohorts) == 1:   # the common case of one task alone: no sharing to work out
             c = cohorts[0]
-            c.rate = min(1.0 / c.time, self.bw / (c.n * c.bytes)) if c.bytes > 0 else 1.0 / c.time
+            c.rate = c.solo_rate(self.bw)
             self.next_t = self.t + c.left / c.rate
             return
-        users = sorted((c for c in self.cohorts if c.bytes > 0), key=lambda c: c.demand)
-        bw, n = self.bw, sum(c.n for c in users)
+        if not cohorts:
+            self.next_t = self.t + INF
+            return
+        users = sorted([c for c in cohorts if c.bytes > 0], key=_demand)
+        bw, n = self.bw, 0
         for c in users:
-            alloc = min(c.demand, bw / n)
+            n += c.n
+        for c in users:
+            share = bw / n
+            alloc = share if share < c.demand else c.demand   # min(demand, share), ties alike
             c.rate = alloc / c.bytes
             bw -= alloc * c.n
             n -= c.n
-        self.next_t = self.t + min((c.left / c.rate for c in self.cohorts), default=INF)
+        self.next_t = self.t + min([c.left / c.rate for c in cohorts])

@@ -20,11 +20,13 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphexec.runtime.core_pools import INF, CorePools
+from graphexec.runtime.core_pools import INF, Cohort, CorePools
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
+from graphexec.runtime.waves import run_waves
 
 HOST_COPY_BYTES_PER_US = 10e3   # assumption: a host-to-host memcpy runs at ~10 GB/s
+FAST_WAVES = True   # run a lone kernel's waves in one loop (``waves.py``); False: one step per wave
 
 
 @dataclass(eq=False, slots=True)
@@ -63,6 +65,7 @@ class DeviceTask:
     result: Any = None
     max_cores: int = 0
     driver: Any = None              # decides when the task ends (a peer copy's link, a collective)
+    pool: str = ""                  # the core pool its blocks run on (set when it starts)
 
     @property
     def done(self) -> bool:
@@ -102,6 +105,7 @@ class Simulator:
         self._blocked: set[Any] = set()          # streams whose head waits on an event
         self.queued = 0                          # submitted and not finished
         self.finished: list[DeviceTask] = []
+        self._fast = FAST_WAVES
 
     def pool_of(self, unit: str) -> str:
         return "aicore" if self.profile.coupled and unit in ("cube", "vector") else unit
@@ -157,19 +161,32 @@ class Simulator:
         return self.queued == 0
 
     # ---- the event loop ----------------------------------------------------------
-    def _step(self, limit: float) -> bool:
-        """Handle everything due at the next event time, if it is <= ``limit``."""
+    def _step(self, limit: float, horizon: float = INF) -> bool:
+        """Handle everything due at the next event time, if it is <= ``limit``; a lone
+        kernel's wave ends before the next timer and before ``horizon`` (another device's
+        next event) may all go at once (``waves.py``)."""
         timers = self._timers
+        cores = self.cores
         t_timer = timers[0][0] if timers else INF
-        t_core = self.cores.next_t
-        t = t_timer if t_timer < t_core else t_core
-        if t > limit or t == INF:
-            return False
+        t = t_core = cores.next_t
+        if t_core < t_timer:
+            if t > limit:
+                return False
+            if t < horizon and self._fast and len(cores.cohorts) == 1 \
+                    and run_waves(self, t, limit, t_timer if t_timer < horizon else horizon):
+                return True
+        else:
+            t = t_timer
+            if t > limit or t == INF:
+                return False
         if t > self.now:
             self.now = t
         if t_core <= t:
-            for cohort in self.cores.pop_done(t):
-                self._blocks_done(cohort)
+            for cohort in cores.pop_done(t):   # ``_blocks_done``
+                task = cohort.task
+                task.blocks_running -= cohort.n
+                if task.blocks_left == 0 and task.blocks_running == 0:
+                    self._finish(task)
         while timers and timers[0][0] <= t:
             _, _, fn, arg = heapq.heappop(timers)
             fn(arg)
@@ -177,6 +194,7 @@ class Simulator:
         return True
 
     def _settle(self) -> None:
+        """Start what can start now, hand out free cores, and time the running blocks."""
         dirty = self._dirty
         while dirty:
             if len(dirty) == 1:
@@ -188,8 +206,9 @@ class Simulator:
                 self._run_stream(s)
         if self._active:
             self._fill_cores()
-        if self.cores.stale:
-            self.cores.retime()
+        cores = self.cores
+        if cores.stale:
+            cores.retime()
 
     def _run_stream(self, s: Any) -> None:
         while s.active is None and s.queue:
@@ -254,6 +273,7 @@ class Simulator:
 
     def _start_kernel(self, task: DeviceTask) -> None:
         n = task.block_dim if task.block_dim > 1 else 1
+        task.pool = self._pool.get(task.unit) or self.pool_of(task.unit)
         peak = self._peaks.get((task.unit, task.dtype)) or self._peak(task.unit, task.dtype)
         task.blocks_left = n
         task.block_us = task.flops / n / peak
@@ -285,22 +305,34 @@ class Simulator:
 
     def _fill_cores(self) -> None:
         """Hand free cores to waiting blocks, highest-priority stream first."""
-        cores, now, pools = self.cores, self.now, self._pool
-        for task in list(self._active):
-            pool = pools.get(task.unit) or self.pool_of(task.unit)
-            n = min(task.blocks_left, cores.free[pool])
+        cores, now = self.cores, self.now
+        free, log, cohorts = cores.free, cores.log, cores.cohorts
+        placed = False
+        for task in self._active:
+            pool = task.pool
+            n = free[pool]
+            if n <= 0:
+                continue
+            if task.blocks_left < n:
+                n = task.blocks_left
             limit = task.stream.core_limit
             if limit is not None and task.unit in limit:   # a stream runs one kernel at a time
                 n = min(n, limit[task.unit] - task.blocks_running)
-            if n <= 0:
-                continue
-            cores.place(task, pool, n, now)
+                if n <= 0:
+                    continue
+            if now > cores.t:   # ``CorePools.place``, unrolled
+                cores.advance(now)
+            free[pool] -= n
+            log.append((now, pool, n))
+            cohorts.append(Cohort(task, pool, n, task.block_us, task.block_bytes))
+            cores.stale = True
             task.blocks_left -= n
             task.blocks_running += n
             if task.blocks_running > task.max_cores:
                 task.max_cores = task.blocks_running
-            if task.blocks_left == 0:
-                self._active.remove(task)
+            placed = placed or task.blocks_left == 0
+        if placed:   # every block placed: those kernels leave the queue
+            self._active = [t for t in self._active if t.blocks_left]
 
     def _blocks_done(self, cohort: Any) -> None:
         task = cohort.task
@@ -354,8 +386,14 @@ class SimGroup:
         self.now = 0.0
 
     def _step(self, limit: float) -> bool:
-        sim = min(self.sims, key=Simulator.next_t, default=None)
-        if sim is None or not sim._step(limit):
+        sims = self.sims
+        if not sims:
+            return False
+        times = [s.next_t() for s in sims]
+        k = times.index(min(times))   # the first of the earliest, as min() picks
+        horizon = min(times[:k] + times[k + 1:], default=INF)
+        sim = sims[k]
+        if not sim._step(limit, horizon):
             return False
         self.now = max(self.now, sim.now)
         return True

@@ -1,0 +1,115 @@
+"""A kernel's waves in one tight loop, while it is alone on the device.
+
+A kernel with more blocks than free cores runs in waves: each wave's cohort ends, its
+cores go back to the same kernel and the next wave starts at once. Stepped one event at
+a time, every wave costs a whole simulator step (pop, settle, fill, retime). When that
+kernel's cohort is the only one running, it is first in line for its pool, and no timer
+(nor another device of the group) comes before the next wave ends, nothing else can
+happen in between, so the waves run here back to back. Each wave does exactly what the
+step would have done, with the same float operations in the same order (the cohort's
+progress, the solo rate, the next finish); a long run of equal waves is one numpy
+``add.accumulate`` of the same sums, which adds in sequence. A wave that gives back and
+takes the same number of cores changes no busy count, so it logs nothing (samples are
+the same). The last placement stops the loop; the kernel's end is an ordinary step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graphexec.runtime.core_pools import DONE_EPS
+
+CLOSED_FORM_WAVES = 24   # equal waves ahead from which numpy is cheaper than the loop
+CHUNK = 4096             # equal waves worked out per numpy pass (the host may stop the run early)
+
+
+def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
+    """Run the lone cohort's wave ends from ``t`` (its finish) while each is <= ``limit``
+    and < ``stop``; False when the first cannot be run here (the plain step does it)."""
+    cores = sim.cores
+    c = cores.cohorts[0]
+    task = c.task
+    active = sim._active
+    if task.blocks_left <= 0 or sim._dirty or not active or active[0] is not task:
+        return False
+    pool = c.pool
+    crowded = any(u.pool == pool for u in active[1:])   # others wait for the cores this kernel leaves
+    limits = task.stream.core_limit
+    cap = limits[task.unit] if limits is not None and task.unit in limits else None
+    free, log, bw = cores.free, cores.log, cores.bw
+    moved = False
+    while True:
+        dt = t - cores.t
+        rest = c.left - c.rate * dt if dt > 0 else c.left   # ``CorePools.advance``
+        if not (rest <= DONE_EPS or t + rest / c.rate <= t):
+            return moved
+        n_old, left = c.n, task.blocks_left
+        avail = free[pool] + n_old
+        n = left if left < avail else avail
+        if cap is not None and cap < n:   # its stream's cap, none of its blocks running now
+            n = cap
+        if n <= 0 or (crowded and avail > n):
+            return moved
+        if t > sim.now:
+            sim.now = t
+        if dt > 0:
+            cores.t = t
+        if n != n_old:
+            free[pool] = avail - n
+            log.append((t, pool, -n_old))
+            log.append((t, pool, n))
+            if n > task.max_cores:
+                task.max_cores = n
+            c.n = n
+        task.blocks_left = left = left - n
+        task.blocks_running = n
+        c.left = 1.0      # the next wave's cohort: same task, so same time and bytes
+        c.rate = rate = c.solo_rate(bw)
+        d = 1.0 / rate
+        cores.next_t = t_next = t + d   # ``retime``: its start plus left / rate
+        cores.stale = False
+        moved = True
+        if left == 0:   # all placed: the kernel leaves the queue, its end is an ordinary step
+            del active[0]
+            return True
+        if not (t_next < stop and t_next <= limit):
+            return True
+        if left // n >= CLOSED_FORM_WAVES and not crowded:
+            t_next = _equal_waves(sim, task, t, d, rate, left // n, limit, stop)
+            if task.blocks_left == 0:
+                del active[0]
+                return True
+            if not (t_next < stop and t_next <= limit):
+                return True
+        t = t_next
+
+
+def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: int,
+                 limit: float, stop: float) -> float:
+    """Up to ``waves`` wave ends after the cohort placed at ``t``, each placing as many
+    blocks as it frees (so nothing changes but the clock): the plain steps' sums and done
+    checks, array-wise. Returns the next finish."""
+    cores = sim.cores
+    n = cores.cohorts[0].n
+    while waves > 0:
+        k = waves if waves < CHUNK else CHUNK
+        steps = np.full(k + 1, d)
+        steps[0] = t
+        ts = np.add.accumulate(steps)          # ts[i] = ts[i - 1] + d, in order
+        ends, dt = ts[1:], ts[1:] - ts[:-1]
+        rest = np.where(dt > 0, 1.0 - rate * dt, 1.0)
+        ok = ((rest <= DONE_EPS) | (ends + rest / rate <= ends)) & (ends < stop) & (ends <= limit)
+        j = k if ok.all() else int(np.argmin(ok))   # wave ends run here: the leading ok ones
+        if j:
+            t = float(ts[j])
+            if t > sim.now:
+                sim.now = t
+            cores.t = t
+            task.blocks_left -= j * n
+            cores.next_t = t + d
+        if j < k:
+            break
+        waves -= k
+    return t + d
