@@ -101,7 +101,11 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
     c = x.shape[0]
     (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dil
     ho, wo = geo.out
-    xp = scratch.padded("conv.x", x, tuple(geo.begin), geo.padded_shape())
+    hp, wp = geo.padded_shape()
+    if geo.begin == [0, 0] and hp <= x.shape[1] and wp <= x.shape[2]:   # no padding: the taps read x itself
+        xp = x[:, :hp, :wp]
+    else:
+        xp = scratch.padded("conv.x", x, tuple(geo.begin), (hp, wp))
     phases = _phases(xp, sh, sw, {i * dh % sh for i in range(kh)}, {j * dw % sw for j in range(kw)}) \
         if kh * kw > 9 and sh * sw > 1 else None
     k = c * kh * kw
@@ -112,7 +116,7 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
         cols = scratch.buffer("conv.cols", (c, kh, kw, r1 - r0, wo), x.dtype)
         for i in range(kh):
             for j in range(kw):
-                cols[:, i, j] = _tap(xp, phases, geo, i, j, r0, r1)
+                scratch.copy_every_other(cols[:, i, j], _tap(xp, phases, geo, i, j, r0, r1))
         np.matmul(w2, cols.reshape(k, -1), out=y2[:, r0 * wo:r1 * wo])
 
     parallel.run_all(chunk, range(0, ho, rows), 2.0 * w2.shape[0] * k * ho * wo)
@@ -137,7 +141,7 @@ def _phases(xp: np.ndarray, sh: int, sw: int, rows: set[int], cols: set[int]) ->
         for b in sorted(cols):
             src = xp[:, a::sh, b::sw]
             out[a, b] = ph = scratch.buffer(f"conv.ph{a}.{b}", src.shape, xp.dtype)
-            np.copyto(ph, src)
+            scratch.copy_every_other(ph, src)
     return out
 
 
@@ -179,7 +183,8 @@ def _depthwise(x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray) -> No
     xp = scratch.padded("conv.x", x, tuple(geo.begin), (hp, wp))
     cols = scratch.buffer("conv.cols", (c, kh, kw, ho, wo), x.dtype)
     sc, sr, se = xp.strides
-    np.copyto(cols, as_strided(xp, (c, kh, kw, ho, wo), (sc, dh * sr, dw * se, sh * sr, sw * se), writeable=False))
+    scratch.copy_every_other(cols, as_strided(xp, (c, kh, kw, ho, wo), (sc, dh * sr, dw * se, sh * sr, sw * se),
+                                              writeable=False), within=xp)
     np.matmul(taps, cols.reshape(c, kh * kw, ho * wo), out=y.reshape(c, 1, ho * wo))
 
 

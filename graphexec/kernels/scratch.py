@@ -30,8 +30,8 @@ def buffer(slot: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     if bufs is None:
         bufs = _local.bufs = {}
     raw = bufs.get(slot)
-    if raw is None or raw.nbytes < need:
-        raw = bufs[slot] = np.empty(max(need, 64), np.uint8)
+    if raw is None or raw.nbytes < need:   # 8 spare bytes: copy_every_other may read one element past
+        raw = bufs[slot] = np.empty(max(need, 64) + 8, np.uint8)
     return raw[:need].view(dtype).reshape(shape)
 
 
@@ -62,7 +62,8 @@ def padded(slot: str, x: np.ndarray, begin: tuple[int, ...], shape: tuple[int, .
             return _pad_fresh(x, (top, left), (hp, wp), value)
         if sum(f.nbytes for f in frames.values()) + nbytes > FRAMES_KEPT:
             frames.clear()
-        xp = frames[key] = np.full((c, hp, wp), value, dtype)
+        # two spare elements past the end: copy_every_other may read a pair's odd half there
+        xp = frames[key] = np.full(c * hp * wp + 2, value, dtype)[:c * hp * wp].reshape(c, hp, wp)
     xp[:, top:top + h, left:left + w] = x
     return xp
 
@@ -99,3 +100,43 @@ def release() -> None:
     """Drop this thread's buffers and padded frames."""
     _local.bufs = {}
     _local.frames = {}
+
+
+def _probe_truncating_cast() -> bool:
+    """Whether numpy's int64 -> int32 cast keeps the low 32 bits of every value (C's
+    conversion on this platform; a saturating SIMD loop would not) on a little-endian host."""
+    import sys
+
+    if sys.byteorder != "little":
+        return False
+    v = np.random.default_rng(0).integers(-2**63, 2**63 - 1, 4099, dtype=np.int64, endpoint=True)
+    v[:4] = [-2**63, 2**63 - 1, -1, 2**31]
+    got = np.empty(v.size, np.int32)
+    np.copyto(got, v, casting="unsafe")
+    return bool((got == (v & 0xFFFFFFFF).astype(np.uint32).view(np.int32)).all())
+
+
+_TRUNCATES = _probe_truncating_cast()
+
+
+def copy_every_other(dst: np.ndarray, src: np.ndarray, within: np.ndarray | None = None) -> None:
+    """``np.copyto(dst, src)``, faster where ``src`` is float32 whose last axis steps over
+    every other element (a stride-2 subsample): numpy copies such a view one element at a
+    time, so the pairs are read as int64 and cast to int32, whose loop keeps the low half
+    -- the even element, bit for bit (0.5-0.8x the time: 256x56x56 -> 28x28, 53 -> 38 us).
+    The pairs' odd halves are read and dropped; one past the buffer's end is not read.
+    ``within``: an array ``src`` is a view into, where numpy cannot tell (``as_strided``)."""
+    if not (_TRUNCATES and src.dtype == dst.dtype == np.float32 and src.ndim and src.size
+            and src.strides[-1] == 8 and min(src.strides) > 0):
+        np.copyto(dst, src)
+        return
+    root = src if within is None else within
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = src.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    end = start + sum((n - 1) * s for n, s in zip(src.shape, src.strides)) + 8
+    if not root.flags.c_contiguous or start < 0 or end > root.nbytes:
+        np.copyto(dst, src)
+        return
+    pairs = np.ndarray(src.shape, np.int64, buffer=root, offset=start, strides=src.strides)
+    np.copyto(dst.view(np.int32), pairs, casting="unsafe")

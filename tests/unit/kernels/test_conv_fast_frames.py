@@ -145,3 +145,52 @@ def test_winograd_scatter_places_every_tile_value(ho, wo):
     full = tiles.transpose(2, 3, 0, 4, 1).reshape(m, 4 * rows, 4 * tw)   # y[m, 4r+i, 4t+j] = tiles[i, j, m, r, t]
     assert y[:, 1:1 + ho].tobytes() == full[:, :ho, :wo].tobytes()
     assert np.isnan(y[:, 0]).all() and np.isnan(y[:, 1 + ho:]).all()
+
+
+def _random_bits(shape):
+    """float32 of random bit patterns: NaNs with payloads, infinities, subnormals, -0."""
+    return RNG.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("view", [np.s_[:, ::2, ::2], np.s_[:, 1::2, 1::2], np.s_[:, :, 1::2], np.s_[1:, 1:7:2, 0:9:2],
+                                  np.s_[:, ::3, ::2]])
+def test_copy_every_other_is_a_copy_bit_for_bit(view):
+    x = _random_bits((3, 9, 10))
+    src = x[view]
+    got = np.empty(src.shape, np.float32)
+    scratch.copy_every_other(got, src)
+    assert got.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+def test_copy_every_other_falls_back_where_the_trick_does_not_apply():
+    from numpy.lib.stride_tricks import as_strided
+
+    x = _random_bits((2, 6, 8))
+    for src in [x[:, :, 1::2], x[:, :, ::-2], x.astype(np.float64)[:, :, ::2], x[:, :, ::3]]:
+        got = np.empty(src.shape, src.dtype)   # the last pair would end past the buffer; reversed; float64; stride 3
+        scratch.copy_every_other(got, src)
+        assert got.tobytes() == np.ascontiguousarray(src).tobytes()
+    view = as_strided(x, (2, 3, 3), (x.strides[0], 2 * x.strides[1], 8))
+    got = np.empty(view.shape, np.float32)
+    scratch.copy_every_other(got, view, within=x)
+    assert got.tobytes() == np.ascontiguousarray(view).tobytes()
+
+
+@pytest.mark.parametrize("k,s,pads", [(1, 2, [0, 0]), (3, 2, [0, 0]), (3, 2, [1, 1]), (2, 2, [0, 0]), (7, 2, [3, 3])])
+def test_im2col_columns_are_the_windows_in_c_i_j_order(k, s, pads):
+    """The column matrix (from x itself when nothing is padded, stride-2 taps copied as
+    pairs) gives exactly the one GEMM on numpy's own windows."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from graphexec.kernels import conv2d
+
+    c, h, m = 3, 17, 5
+    x, w = RNG.standard_normal((c, h, h)).astype(np.float32), RNG.standard_normal((m, c, k, k)).astype(np.float32)
+    ho = (h + 2 * pads[0] - k) // s + 1
+    geo = conv2d.Geometry([k, k], [s, s], [1, 1], pads, [ho, ho])
+    y = np.empty((m, ho * ho), np.float32)
+    conv2d._im2col_gemm(x, w.reshape(m, -1), geo, y)
+    xp = np.pad(x, ((0, 0), (pads[0], pads[0]), (pads[1], pads[1])))
+    win = sliding_window_view(xp, (k, k), axis=(1, 2))[:, ::s, ::s][:, :ho, :ho]   # (c, ho, wo, k, k)
+    cols = np.ascontiguousarray(win.transpose(0, 3, 4, 1, 2)).reshape(c * k * k, -1)
+    assert y.tobytes() == np.matmul(w.reshape(m, -1), cols).tobytes()
