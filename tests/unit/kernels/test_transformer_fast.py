@@ -258,3 +258,31 @@ def test_qdq_with_constant_parameters_match_the_uncached_path_bit_for_bit(attrs,
     if not attrs.get("block_size"):
         y = x[:1]
         assert np.array_equal(quant.quantize_linear(const, y, scale, zp), quant.quantize_linear(plain, y, scale, zp))
+
+
+# --- Gemm: attributes read once per node, C's broadcast checked without np.broadcast_shapes -----
+
+@pytest.mark.parametrize("cshape", [(), (1,), (5,), (1, 5), (4, 1), (4, 5), (1, 1)])
+def test_fits_into_is_numpys_unidirectional_broadcast(cshape):
+    for y in [(4, 5), (1, 5), (4, 1)]:
+        try:
+            want = np.broadcast_shapes(cshape, y) == y
+        except ValueError:
+            want = False
+        assert nn._fits_into(cshape, y) == want
+
+
+@pytest.mark.parametrize("ta,tb,alpha,beta", [(0, 0, 1.0, 1.0), (1, 0, 0.5, 1.0), (0, 1, 1.0, 2.0), (1, 1, 2.0, 0.0)])
+def test_gemm_with_cached_attributes_matches_the_formula_on_every_run(ta, tb, alpha, beta):
+    a, b, c = rand(3, 4) if not ta else rand(4, 3), rand(4, 5) if not tb else rand(5, 4), rand(5)
+    ctx = OpContext("Gemm", {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}, 13)
+    aa, bb = (a.T if ta else a), (b.T if tb else b)
+    want = np.matmul(aa, bb)
+    if alpha != 1.0:
+        want *= np.float32(alpha)
+    if beta != 0.0:
+        want += c * np.float32(beta) if beta != 1.0 else c
+    for _ in range(2):
+        got = nn.gemm(ctx, a, b, c, out=np.empty((3, 5), np.float32))
+        assert np.array_equal(got, want)
+    assert ctx.cache["gemm"] == (alpha, beta, bool(ta), bool(tb))
