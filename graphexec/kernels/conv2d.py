@@ -110,13 +110,17 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
         if kh * kw > 9 and sh * sw > 1 else None
     k = c * kh * kw
     rows = max(1, min(ho, CHUNK_BYTES // max(1, k * wo * x.itemsize)))
+    pairs = phases is None and sw == 2   # taps that step over every other column
 
     def chunk(r0: int) -> None:
         r1 = min(ho, r0 + rows)
         cols = scratch.buffer("conv.cols", (c, kh, kw, r1 - r0, wo), x.dtype)
         for i in range(kh):
             for j in range(kw):
-                scratch.copy_every_other(cols[:, i, j], _tap(xp, phases, geo, i, j, r0, r1))
+                if pairs:
+                    scratch.copy_every_other(cols[:, i, j], _tap(xp, phases, geo, i, j, r0, r1))
+                else:
+                    cols[:, i, j] = _tap(xp, phases, geo, i, j, r0, r1)
         np.matmul(w2, cols.reshape(k, -1), out=y2[:, r0 * wo:r1 * wo])
 
     parallel.run_all(chunk, range(0, ho, rows), 2.0 * w2.shape[0] * k * ho * wo)
