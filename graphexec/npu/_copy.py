@@ -63,7 +63,7 @@ def download(t: Tensor) -> Tensor:
     stream = card.current
     _launch.copy(card, stream, "d2h", out.nbytes, view.copy, lambda d: out.__setitem__(..., d),
                  reads=[span(t)] if _checked(card) else ())
-    with _launch.waiting():
+    with _launch.waiting(card):
         card.device.synchronize_stream(stream)
     _launch.raise_faults(card)
     return Tensor(out)

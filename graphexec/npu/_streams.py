@@ -93,13 +93,13 @@ class Stream:
         """Whether all work launched on the stream has finished by the host's clock."""
         rt = self.check()
         dev = self.card.device
-        with _launch.waiting():
+        with _launch.waiting(self.card):
             dev.sim.advance_to(dev.host_t)
         return rt.pending == 0
 
     def synchronize(self) -> None:
         rt = self.check()
-        with _launch.waiting():
+        with _launch.waiting(self.card):
             self.card.device.synchronize_stream(rt)
         _launch.raise_faults(self.card)
 
@@ -141,13 +141,13 @@ class Event:
         if self.card is None or self.rt is None:
             return True
         self.card.check()
-        with _launch.waiting():
+        with _launch.waiting(self.card):
             return self.card.device.event_complete(self.rt)
 
     def synchronize(self) -> None:
         if self.card is not None and self.rt is not None:
             self.card.check()
-            with _launch.waiting():
+            with _launch.waiting(self.card):
                 self.card.device.synchronize_event(self.rt)
             _launch.raise_faults(self.card)
 
@@ -200,7 +200,7 @@ def synchronize(device: Any = None) -> None:
     """Wait for all work on the device (torch.npu.synchronize)."""
     card = _card(device)
     card.check()
-    with _launch.waiting():
+    with _launch.waiting(card):
         card.device.synchronize_device()
     _launch.raise_faults(card)
 

@@ -148,7 +148,7 @@ def _sized_by_values(card: Card, plan: Any, tensors: list[Tensor]) -> tuple[Tens
         raise GraphExecError(f"npu.ops.{plan.op}: its output size needs the values, so it cannot be captured "
                              "into an NPUGraph (torch refuses such ops in a capture too)")
     stream = card.current
-    with _launch.waiting():
+    with _launch.waiting(card):
         card.device.synchronize_stream(stream)
     _launch.raise_faults(card)
     values = dict(plan.consts)
