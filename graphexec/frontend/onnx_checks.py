@@ -94,8 +94,10 @@ def subgraph_depth(node: onnx.NodeProto) -> int:
         if depth > MAX_SUBGRAPH_DEPTH:
             break  # deep enough to refuse; do not walk a hostile tree to its end
         for a in n.attribute:
-            graphs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
-            stack.extend((inner, depth + 1) for g in graphs for inner in g.node)
+            if a.type == onnx.AttributeProto.GRAPH:
+                stack.extend((inner, depth + 1) for inner in a.g.node)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                stack.extend((inner, depth + 1) for g in a.graphs for inner in g.node)
     return deepest
 
 

@@ -34,6 +34,11 @@ def unholdable(t: TensorType) -> bool:
     return math.prod(d for d in dims if d) * t.dtype.itemsize > INT64_MAX
 
 
+def fits_device(t: TensorType, profile: Any) -> bool:
+    """Whether ``check_fits`` lets ``t`` pass (the common case, answered without a message)."""
+    return not t.is_static or (0 < t.nbytes <= profile.hbm_capacity_bytes)
+
+
 def check_fits(what: str, t: TensorType, profile: Any) -> None:
     """Raise OutOfMemoryError naming ``what`` if the static type ``t`` exceeds the device's memory
     (GraphError if it is empty but numpy still cannot hold its dims)."""
@@ -59,6 +64,8 @@ class SizeCheck(Pass):
         graph = state.graph
         producer = {o: n for n in graph.nodes for o in n.outputs if o}
         for name, v in graph.values.items():
+            if fits_device(v.type, state.profile):
+                continue
             node = producer.get(name)
             of = f" (output of node {node})" if node is not None else ""
             check_fits(f"{graph.source}: tensor {name!r}{of}", v.type, state.profile)
