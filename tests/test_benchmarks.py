@@ -34,3 +34,14 @@ def test_benchmark_quick_mode(name):
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert lines and lines[0].split()[:2] == BENCHMARKS[name], proc.stdout[:500]
     assert len(lines) >= 2
+
+
+def test_host_speed_first_run_mode():
+    """--first (load + compile + first run against onnxruntime's) on its quick model: one line
+    for it, timed or saying why it was not fetched, and the target beside the geometric mean."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_speed.py"), "--first", "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines[0].split()[:2] == ["model", "graphexec"] and "first run" in lines[0], proc.stdout[:500]
+    assert lines[1].startswith("tashkeel_rawi_int8"), proc.stdout[:500]
