@@ -59,13 +59,15 @@ class ExecContext(LaunchContext):
 
     def kernel(self, task: Task) -> DeviceTask:
         """The device task of a kernel: its math at its start and end, its byte ranges."""
-        call = self.call(task)
-        checked = self.device.checker is not None
+        call = self.calls.get(task.id) or self.call(task)
         start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
+        if self.device.checker is None:
+            return DeviceTask("kernel", self.streams[self.stream_of[task.id]], self.prefix + task.name, task.unit,
+                              task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
+                              {"task": task})
         return DeviceTask("kernel", self.streams[self.stream_of[task.id]], self.prefix + task.name, task.unit,
                           task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
-                          {"task": task}, _ranges(self, task.reads) if checked else (),
-                          _ranges(self, task.writes) if checked else ())
+                          {"task": task}, _ranges(self, task.reads), _ranges(self, task.writes))
 
     def control(self, task: Task) -> DeviceTask:
         """The device task of an If/Loop/Scan: a switch whose controller runs the bodies."""

@@ -126,8 +126,12 @@ class CorePools:
         cohorts = self.cohorts
         if len(cohorts) == 1:   # the common case of one task alone: no sharing to work out
             c = cohorts[0]
-            c.rate = c.solo_rate(self.bw)
-            self.next_t = self.t + c.left / c.rate
+            if c.bytes > 0:   # ``solo_rate``, unrolled
+                r, share = 1.0 / c.time, self.bw / (c.n * c.bytes)
+                c.rate = rate = share if share < r else r
+            else:
+                c.rate = rate = 1.0 / c.time
+            self.next_t = self.t + c.left / rate
             return
         if not cohorts:
             self.next_t = self.t + INF

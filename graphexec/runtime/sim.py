@@ -89,7 +89,7 @@ class Simulator:
         if group is not None:
             group.sims.append(self)
         self.now = 0.0
-        self._timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self._timers: list[tuple[float, int, Callable[[Any], None] | None, Any]] = []
         self._seq = itertools.count()
         self.streams: list[Any] = []
         aicpu = profile.aicpu_cores
@@ -120,7 +120,7 @@ class Simulator:
         s.pending += 1
         self.queued += 1
         if s.active is None and len(s.queue) == 1:
-            self._at(at, self._dirty.add, s)
+            heapq.heappush(self._timers, (at, next(self._seq), self._dirty.add, s))
 
     def _at(self, t: float, fn: Callable[[Any], None], arg: Any) -> None:
         heapq.heappush(self._timers, (t, next(self._seq), fn, arg))
@@ -165,33 +165,44 @@ class Simulator:
         """Handle everything due at the next event time, if it is <= ``limit``; a lone
         kernel's wave ends before the next timer and before ``horizon`` (another device's
         next event) may all go at once (``waves.py``)."""
-        timers = self._timers
-        cores = self.cores
+        timers, cores = self._timers, self.cores
         t_timer = timers[0][0] if timers else INF
         t = t_core = cores.next_t
         if t_core < t_timer:
             if t > limit:
                 return False
-            if t < horizon and self._fast and len(cores.cohorts) == 1 \
-                    and run_waves(self, t, limit, t_timer if t_timer < horizon else horizon):
-                return True
         else:
             t = t_timer
             if t > limit or t == INF:
                 return False
+        if t_core < t_timer and t < horizon and self._fast and len(cores.cohorts) == 1 \
+                and run_waves(self, t, limit, t_timer if t_timer < horizon else horizon):
+            return True
+        self._event(t, t_core <= t)
+        return True
+
+    def _event(self, t: float, pop: bool) -> None:
+        """Everything due at ``t``: blocks that end (when ``pop``), then timers, then what
+        can start."""
         if t > self.now:
             self.now = t
-        if t_core <= t:
-            for cohort in cores.pop_done(t):   # ``_blocks_done``
+        if pop:
+            for cohort in self.cores.pop_done(t):   # ``_blocks_done``
                 task = cohort.task
                 task.blocks_running -= cohort.n
                 if task.blocks_left == 0 and task.blocks_running == 0:
                     self._finish(task)
+        timers = self._timers
         while timers and timers[0][0] <= t:
             _, _, fn, arg = heapq.heappop(timers)
-            fn(arg)
+            if fn is None:   # a kernel's blocks are ready: they queue for cores by urgency
+                if self._active:
+                    bisect.insort(self._active, arg, key=_urgency)
+                else:
+                    self._active.append(arg)
+            else:
+                fn(arg)
         self._settle()
-        return True
 
     def _settle(self) -> None:
         """Start what can start now, hand out free cores, and time the running blocks."""
@@ -231,11 +242,19 @@ class Simulator:
     def _start(self, task: DeviceTask) -> bool:
         """Begin ``task`` if it can begin; control tasks complete on the spot."""
         kind = task.kind
-        if kind == "wait" and not task.event.is_complete_at(self.now):
+        if kind == "kernel":   # the common case first
+            task.start_t = self.now
+            if task.start_fn is not None:
+                task.result = task.start_fn()
+            if task.driver is None:
+                self._start_kernel(task)
+                return True
+        elif kind == "wait" and not task.event.is_complete_at(self.now):
             return False
-        task.start_t = self.now
-        if task.start_fn is not None:
-            task.result = task.start_fn()
+        else:
+            task.start_t = self.now
+            if task.start_fn is not None:
+                task.result = task.start_fn()
         if task.driver is not None:   # its link or its collective ends it (``end_at``)
             task.stream.active = task
             task.driver.begin(task, self)
@@ -278,21 +297,15 @@ class Simulator:
         task.blocks_left = n
         task.block_us = task.flops / n / peak
         task.block_bytes = task.bytes / n
-        task.ready_t = self.now + self._overhead
+        task.ready_t = ready = self.now + self._overhead
         task.stream.active = task
-        self._at(task.ready_t, self._ready, task)
+        heapq.heappush(self._timers, (ready, next(self._seq), None, task))   # None: "ready"
 
     def _peak(self, unit: str, dtype: str) -> float:
         """Flops per microsecond of one core of ``unit`` at ``dtype`` (cached)."""
         peak = self.profile.unit_rate(unit, dtype)
         self._peaks[(unit, dtype)] = peak
         return peak
-
-    def _ready(self, task: DeviceTask) -> None:
-        if self._active:
-            bisect.insort(self._active, task, key=_urgency)
-        else:
-            self._active.append(task)
 
     def _copy_end(self, task: DeviceTask) -> float:
         """When a copy ends on its engine; one engine per direction, first come first served."""
@@ -321,7 +334,10 @@ class Simulator:
                 if n <= 0:
                     continue
             if now > cores.t:   # ``CorePools.place``, unrolled
-                cores.advance(now)
+                if cohorts:
+                    cores.advance(now)
+                else:
+                    cores.t = now
             free[pool] -= n
             log.append((now, pool, n))
             cohorts.append(Cohort(task, pool, n, task.block_us, task.block_bytes))

@@ -39,7 +39,7 @@ def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
     limits = task.stream.core_limit
     cap = limits[task.unit] if limits is not None and task.unit in limits else None
     free, log, bw = cores.free, cores.log, cores.bw
-    moved = False
+    moved, rate_n, rate, d = False, 0, 0.0, 0.0
     while True:
         dt = t - cores.t
         rest = c.left - c.rate * dt if dt > 0 else c.left   # ``CorePools.advance``
@@ -66,8 +66,10 @@ def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
         task.blocks_left = left = left - n
         task.blocks_running = n
         c.left = 1.0      # the next wave's cohort: same task, so same time and bytes
-        c.rate = rate = c.solo_rate(bw)
-        d = 1.0 / rate
+        if n != rate_n:
+            rate_n, rate = n, c.solo_rate(bw)
+            d = 1.0 / rate
+        c.rate = rate
         cores.next_t = t_next = t + d   # ``retime``: its start plus left / rate
         cores.stale = False
         moved = True
