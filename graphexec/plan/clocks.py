@@ -39,10 +39,15 @@ class Clocks:
 
     def merge_after(self, stream: int, task: int) -> None:
         """What ``stream`` knows from now on includes everything up to the end of ``task``."""
-        merged = dict(self._cur[stream])
-        for s, v in self._known(task).items():
-            if v > merged.get(s, 0):
-                merged[s] = v
+        cur = self._cur[stream]
+        src, p = self.stream[task], self.pos[task]
+        grown = [(s, v) for s, v in self._checkpoint(src, p).items() if s != src and v > cur.get(s, 0)]
+        if p + 1 > cur.get(src, 0):
+            grown.append((src, p + 1))
+        if not grown:   # nothing new: the stream's current clock (and checkpoint) stand
+            return
+        merged = dict(cur)
+        merged.update(grown)
         self._cur[stream] = merged
         at = self._len[stream]
         if self._at[stream] and self._at[stream][-1] == at:   # several waits before one task
@@ -50,13 +55,6 @@ class Clocks:
         else:
             self._at[stream].append(at)
             self._cp[stream].append(merged)
-
-    def _known(self, task: int) -> dict[int, int]:
-        """The clock right after ``task`` ends, as {stream: count}."""
-        s, p = self.stream[task], self.pos[task]
-        out = dict(self._checkpoint(s, p))
-        out[s] = p + 1
-        return out
 
     def _checkpoint(self, s: int, p: int) -> dict[int, int]:
         k = bisect.bisect_right(self._at[s], p) - 1
