@@ -99,13 +99,13 @@ class GraphBuilder:
         outs = list(outputs) if not isinstance(outputs, int) else [self._fresh(f"{name}_out") for _ in range(outputs)]
         for o in outs:
             self._new_value(o)
-        like = next((x.dtype for x in inputs if isinstance(x, Tensor)), None)
+        like = self._scalar_dtypes(op, domain, inputs)
         meta = {k: v for k, v in (("stream_label", stream_label), ("priority", priority)) if v is not None}
         for key, value in meta.items():  # the YAML fields' types: a priority is an int 0..7, not True
             if problem := annotation_problem(key, value):
                 raise GraphError(f"{self.graph.source}: node {name}: {key}: {problem}")
         node, issues = make_node(len(self.graph.nodes), self.graph, name, op, domain,
-                                 [self._input(x, like) for x in inputs], outs, {**(attrs or {}), **attributes}, meta)
+                                 [self._input(x, t) for x, t in zip(inputs, like)], outs, {**(attrs or {}), **attributes}, meta)
         self._check(node, issues)
         try:
             types = infer_node(self.graph, node)
@@ -117,6 +117,23 @@ class GraphBuilder:
             self.graph.values[o] = Value(o, t)
         result = tuple(Tensor(o, self) for o in outs)
         return result[0] if len(result) == 1 else result
+
+    def _scalar_dtypes(self, op: str, domain: str | None, inputs: tuple) -> list[np.dtype | None]:
+        """Per input, the dtype a Python number there becomes: that of a tensor input bound to
+        the same type variable in the op's schema (Where(c, x, -1.0): x's, not the bool c's),
+        else the first tensor input's."""
+        first = next((x.dtype for x in inputs if isinstance(x, Tensor)), None)
+        try:
+            schema = onnx.defs.get_schema(op, self.graph.opsets.get(domain or "", 1), domain or "")
+        except (onnx.defs.SchemaError, TypeError):   # a custom kernel or an unknown op: the first tensor's
+            return [first] * len(inputs)
+        formal = [f.type_str for f in schema.inputs]
+        kinds = [formal[min(i, len(formal) - 1)] if formal else "" for i in range(len(inputs))]
+        by_kind: dict[str, np.dtype | None] = {}
+        for x, k in zip(inputs, kinds):
+            if isinstance(x, Tensor) and x.dtype is not None:
+                by_kind.setdefault(k, x.dtype)
+        return [by_kind.get(k, first) for k in kinds]
 
     def _check(self, node: Node, issues: list) -> None:
         if issues:

@@ -107,3 +107,15 @@ def test_generated_names_count_on_and_skip_taken_ones():
     b.Relu(r)
     assert [n.name for n in b.graph.nodes] == ["relu", "relu_1", "relu_2", "relu_3"]
     assert [n.outputs[0] for n in b.graph.nodes] == ["relu_out", "relu_1_out", "relu_2_out", "relu_3_out"]
+
+
+def test_a_python_number_takes_the_dtype_of_its_type_variable():
+    """Where(c, x, -1.0): the number is Y, which shares T with x (float32), not the bool c."""
+    b = gx.GraphBuilder("where")
+    c = b.input("c", "bool", [3])
+    x = b.input("x", "float32", [3])
+    y = b.Where(c, x, -1.0)
+    assert y.dtype == np.float32
+    b.output(b.Pow(y, 2))   # Pow's exponent has a type of its own: the base's dtype, as before
+    got = gx.Session(b.build()).run({"c": np.array([True, False, True]), "x": np.full(3, 3, np.float32)})
+    assert got.outputs[b.graph.outputs[0]].tolist() == [9.0, 1.0, 9.0]
