@@ -104,8 +104,9 @@ class GraphBuilder:
         for key, value in meta.items():  # the YAML fields' types: a priority is an int 0..7, not True
             if problem := annotation_problem(key, value):
                 raise GraphError(f"{self.graph.source}: node {name}: {key}: {problem}")
-        node, issues = make_node(len(self.graph.nodes), self.graph, name, op, domain,
-                                 [self._input(x, t) for x, t in zip(inputs, like)], outs, {**(attrs or {}), **attributes}, meta)
+        names = [self._input(x, t) for x, t in zip(inputs, like)]
+        node, issues = make_node(len(self.graph.nodes), self.graph, name, op, domain, names, outs,
+                                 {**(attrs or {}), **attributes}, meta)
         self._check(node, issues)
         try:
             types = infer_node(self.graph, node)
