@@ -173,7 +173,9 @@ class CachingAllocator:
         self.segments: dict[int, list[Block]] = {}   # base -> blocks by offset
         self.live: dict[int, Block] = {}             # ptr -> allocated block
         self.pending: list[Block] = []
-        self.idle: set[Block] = set()                # free blocks with no event pending: best fit's choice
+        # free blocks with no event pending, best fit's choice: per (stream, pool) sorted by
+        # (size, segment, offset), so a fit is a bisection, not a scan of every idle block
+        self._idle: dict[tuple[Any, bool], list[tuple[int, int, int, Block]]] = {}
         self._hits = self._misses = 0
         self.counters = Counters()
         self.retries = self.ooms = 0
@@ -192,8 +194,8 @@ class CachingAllocator:
             block = self._new_segment(need, stream, small)
         else:
             self._hits += 1
+        self._unidle(block)
         self._split(block, need)
-        self.idle.discard(block)
         block.free = False
         block.used_by = {stream}
         block.requested = size
@@ -236,7 +238,7 @@ class CachingAllocator:
         for base, blocks in list(self.segments.items()):
             if len(blocks) == 1 and blocks[0].free and not blocks[0].events:
                 self.counters.append(blocks[0].small, UNSEGMENT, blocks[0].size)
-                self.idle.discard(blocks[0])
+                self._unidle(blocks[0])
                 self.dev.memory.free(base)
                 del self.segments[base]
 
@@ -270,10 +272,28 @@ class CachingAllocator:
         self.pending = still
 
     def _best_fit(self, need: int, stream: Any, small: bool) -> Block | None:
-        separate, rules = self.rules.torch, self.rules
-        fits = [(b.size, b.segment, b.offset, b) for b in self.idle if b.stream is stream and b.size >= need
-                and (not separate or (b.small == small and (rules.max_split_size is None or rules.fits(b, need))))]
-        return min(fits)[3] if fits else None   # (segment, offset) is unique: blocks are never compared
+        """The smallest idle block of ``stream``'s pool that serves ``need`` (ties: lowest address)."""
+        rules = self.rules
+        blocks = self._idle.get((stream, small or not rules.torch), ())
+        for k in range(bisect.bisect_left(blocks, (need,)), len(blocks)):
+            b = blocks[k][3]
+            if rules.max_split_size is None or rules.fits(b, need):
+                return b
+        return None
+
+    def _key(self, block: Block) -> tuple[Any, bool]:
+        return block.stream, block.small
+
+    def _reidle(self, block: Block) -> None:
+        bisect.insort(self._idle.setdefault(self._key(block), []), (block.size, block.segment, block.offset, block))
+
+    def _unidle(self, block: Block) -> None:
+        """Take ``block`` out of the idle index if it is there (before its size changes)."""
+        blocks = self._idle.get(self._key(block))
+        if blocks:
+            k = bisect.bisect_left(blocks, (block.size, block.segment, block.offset))
+            if k < len(blocks) and blocks[k][3] is block:
+                del blocks[k]
 
     def _new_segment(self, need: int, stream: Any, small: bool) -> Block:
         size = self.rules.segment_size(need)
@@ -299,8 +319,8 @@ class CachingAllocator:
         blocks = self.segments[block.segment]
         tail = Block(block.segment, block.offset + need, rest, block.stream, small=block.small)
         blocks.insert(blocks.index(block) + 1, tail)
-        self.idle.add(tail)
         block.size = need
+        self._reidle(tail)
 
     def _release(self, block: Block) -> None:
         self.counters.log += (block.size << 4 | RELEASE << 1 | block.small, 0)
@@ -312,13 +332,13 @@ class CachingAllocator:
             if 0 <= j < len(blocks):
                 other = blocks[j]
                 if other.free and not other.events and other.stream is block.stream:
+                    self._unidle(other)
                     first, second = (block, other) if j > i else (other, block)
                     first.size += second.size
                     blocks.remove(second)
-                    self.idle.discard(second)
                     block = first
                     i = blocks.index(block)
-        self.idle.add(block)
+        self._reidle(block)
 
     def _block_at(self, ptr: int) -> Block | None:
         bases = sorted(self.segments)

@@ -74,3 +74,58 @@ def test_engine_dynamic_tensors_come_from_the_cache():
     assert first.outputs["y"].tobytes() == second.outputs["y"].tobytes()
     stats = session.compiled.device.allocator.stats()
     assert stats.hits >= 1 and stats.in_use_bytes == 0
+
+
+class _Scanning:
+    """The plain best fit: every idle block scanned (what the bisected index must agree with)."""
+
+    @staticmethod
+    def best_fit(alloc, need, stream, small):
+        rules = alloc.rules
+        idle = [b for bs in alloc.segments.values() for b in bs if b.free and not b.events]
+        fits = [(b.size, b.segment, b.offset, b) for b in idle if b.stream is stream and b.size >= need
+                and (not rules.torch or (b.small == small and (rules.max_split_size is None or rules.fits(b, need))))]
+        return min(fits)[3] if fits else None
+
+
+@pytest.mark.parametrize("torch_rules", [False, True])
+def test_bisected_best_fit_agrees_with_a_scan(torch_rules):
+    """Random mallocs and frees on two streams (sizes across the small/large pools, a max
+    split size for torch, some blocks used by both streams): every pointer equals what
+    scanning every idle block picks, and the index holds exactly the idle blocks."""
+    from dataclasses import replace
+
+    from graphexec.runtime.caching import CANN, TORCH, CachingAllocator
+    from graphexec.runtime.device import Device
+
+    rules = replace(TORCH, max_split_size=4 << 20) if torch_rules else CANN
+
+    class Scan(CachingAllocator):
+        def _best_fit(self, need, stream, small):
+            return _Scanning.best_fit(self, need, stream, small)
+
+    rng = np.random.default_rng(7)
+    allocs = []
+    for cls in (CachingAllocator, Scan):
+        dev = Device("ascend910")
+        allocs.append((cls(dev, rules), [dev.default_stream, dev.create_stream()]))
+    live: list[list[int]] = [[], []]
+    for _ in range(3000):
+        if live[0] and rng.random() < 0.45:
+            k = int(rng.integers(len(live[0])))
+            for (a, _), ptrs in zip(allocs, live):
+                a.free(ptrs.pop(k))
+        else:
+            size = int(rng.choice([rng.integers(1, 4096), rng.integers(4096, 1 << 20),
+                                   rng.integers(1 << 20, 12 << 20)]))
+            s = int(rng.integers(2))
+            got = [a.malloc(size, streams[s]) for a, streams in allocs]
+            assert got[0] == got[1]
+            if rng.random() < 0.2:   # the other stream uses it too: its free waits on an event
+                for a, streams in allocs:
+                    a.note_use(got[0], streams[1 - s])
+            for ptrs, p in zip(live, got):
+                ptrs.append(p)
+    fast = allocs[0][0]
+    indexed = sorted(id(t[3]) for blocks in fast._idle.values() for t in blocks)
+    assert indexed == sorted(id(b) for bs in fast.segments.values() for b in bs if b.free and not b.events)
