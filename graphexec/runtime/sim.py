@@ -23,7 +23,7 @@ from typing import Any, Callable
 from graphexec.runtime.core_pools import INF, Cohort, CorePools
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
-from graphexec.runtime.waves import run_waves
+from graphexec.runtime.waves import run_shared_waves, run_waves
 
 HOST_COPY_BYTES_PER_US = 10e3   # assumption: a host-to-host memcpy runs at ~10 GB/s
 FAST_WAVES = True   # run a lone kernel's waves in one loop (``waves.py``); False: one step per wave
@@ -175,9 +175,10 @@ class Simulator:
             t = t_timer
             if t > limit or t == INF:
                 return False
-        if t_core < t_timer and t < horizon and self._fast and len(cores.cohorts) == 1 \
-                and run_waves(self, t, limit, t_timer if t_timer < horizon else horizon):
-            return True
+        if t_core < t_timer and t < horizon and self._fast:
+            stop = t_timer if t_timer < horizon else horizon
+            if run_waves(self, t, limit, stop) if len(cores.cohorts) == 1 else run_shared_waves(self, t, limit, stop):
+                return True
         self._event(t, t_core <= t)
         return True
 

@@ -115,3 +115,72 @@ def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: in
             break
         waves -= k
     return t + d
+
+
+def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
+    """The wave ends of a kernel that shares the device with other cohorts: while exactly
+    one cohort ends at a time, its kernel is first in line for that pool and takes back
+    as many cores as it frees, the step reduces to progress, the same cohort again at the
+    end of the list (where the plain step's new cohort goes) and ``retime``; done here
+    with no placement, no logs (no busy count changes) and no step around it."""
+    cores, active = sim.cores, sim._active
+    cohorts, free = cores.cohorts, cores.free
+    if sim._dirty or not active:
+        return False
+    moved = False
+    while True:
+        dt = t - cores.t
+        w = None
+        for c in cohorts:   # which cohorts ``CorePools.pop_done`` would pop at ``t``
+            rest = c.left - c.rate * dt if dt > 0 else c.left
+            if rest <= DONE_EPS or t + rest / c.rate <= t:
+                if w is not None:
+                    return moved
+                w = c
+        if w is None or not _takes_back(sim, w, free):
+            return moved
+        if dt > 0:   # ``CorePools.advance``
+            for c in cohorts:
+                c.left -= c.rate * dt
+            cores.t = t
+        if t > sim.now:
+            sim.now = t
+        cohorts.remove(w)
+        cohorts.append(w)
+        w.left, w.rate = 1.0, 1.0 / w.time   # as a new Cohort starts
+        task = w.task
+        task.blocks_left -= w.n
+        cores.retime()
+        moved = True
+        if task.blocks_left == 0:
+            active.remove(task)
+            return True
+        t = cores.next_t
+        if not (t < stop and t <= limit):
+            return True
+
+
+def _takes_back(sim: Any, w: Any, free: dict[str, int]) -> bool:
+    """Whether the plain fill after ``w`` ends would give its kernel exactly ``w.n`` cores
+    and nothing to anyone else."""
+    task, pool, n_old = w.task, w.pool, w.n
+    left = task.blocks_left
+    if left <= 0:
+        return False
+    behind = False
+    for u in sim._active:   # in urgency order: no one of this pool may come first
+        if u is task:
+            behind = True
+        elif u.pool == pool:
+            if not behind:
+                return False
+            if free[pool] > 0:   # after it takes its n_old back, the rest would go to u
+                return False
+    if not behind:
+        return False
+    avail = free[pool] + n_old
+    n = left if left < avail else avail
+    limits = task.stream.core_limit
+    if limits is not None and task.unit in limits:
+        n = min(n, limits[task.unit] - (task.blocks_running - n_old))
+    return n == n_old

@@ -152,3 +152,23 @@ def test_light_models_simulate_alike(use, model):
         result = gx.Session(graph, streams=4).simulate(feeds)
         out[kind] = (replace(result.stats, compile_s=0.0), result.trace)
     assert out["fast"] == out["plain"] and out["steps"] == out["plain"]
+
+
+@pytest.mark.parametrize("blocks", [(10, 1000), (7, 3001), (3, 500), (13, 2222)])
+def test_waves_beside_a_kernel_of_equal_demand_match(use, blocks):
+    """Two memory-bound kernels with the same bytes per flop (equal demand whatever their
+    block counts, so HBM shares depend on the cohorts' order): the one in waves started
+    first (capped, so the other finds cores), and each of its new cohorts goes last, as
+    the plain step's does."""
+    seen = {}
+    for kind in KINDS:
+        use(kind)
+        dev = Device("ascend910", graph_mode=True)
+        a, b = dev.default_stream, dev.create_stream()
+        few, many = blocks
+        a.core_limit = {"vector": 32 - few}
+        dev.launch(DeviceTask("kernel", a, "many", "vector", many, 3e7 * many, 7e8 * many, "float16"))
+        dev.launch(DeviceTask("kernel", b, "few", "vector", few, 3e9 * few, 7e10 * few, "float16"))
+        dev.synchronize_device()
+        seen[kind] = _seen(dev)
+    assert seen["fast"] == seen["plain"] and seen["steps"] == seen["plain"]
