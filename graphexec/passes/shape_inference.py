@@ -35,10 +35,11 @@ def infer_types(graph: Graph) -> bool:
     more custom node, whose outputs onnx then sees as value_info.
     """
     customs = [n for n in graph.nodes if _rules(graph, n) is not None]
+    base = _base_model(graph)   # the nodes, inputs and constants do not change between rounds
     changed = False
     for _ in range(len(customs) + 1):
         step = _apply_shape_rules(graph, customs)
-        step = _onnx_infer(graph, customs) or step
+        step = _onnx_infer(graph, customs, base) or step
         changed |= step
         if not step:
             break
@@ -65,13 +66,24 @@ def _rules(graph: Graph, node: Node) -> CustomKernel | None:
     return lookup_custom(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
 
 
-def _onnx_infer(graph: Graph, customs: list[Node]) -> bool:
+def _base_model(graph: Graph) -> onnx.ModelProto:
+    """The graph as onnx sees it: small constants as data, the others as typed inputs."""
     small = {n: c for n, c in graph.constants.items()
              if isinstance(c, np.ndarray) and c.size <= _SMALL_CONST and c.dtype != object}
     model = to_onnx(graph, with_constants=False)
-    model.graph.value_info.extend(value_info(o, graph.values[o].type) for n in customs for o in n.outputs if o)
     model.graph.initializer.extend(onnx.numpy_helper.from_array(c, n) for n, c in small.items())
     model.graph.input.extend(value_info(n, graph.values[n].type) for n in graph.constants if n not in small)
+    return model
+
+
+def _onnx_infer(graph: Graph, customs: list[Node], model: onnx.ModelProto) -> bool:
+    """One onnx inference over ``model`` (``_base_model``) with the custom nodes' outputs and
+    the graph outputs typed as they are now."""
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(value_info(o, graph.values[o].type) for n in customs for o in n.outputs if o)
+    del model.graph.output[:]
+    model.graph.output.extend(value_info(n, graph.values[n].type if n in graph.values else None)
+                              for n in graph.outputs)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:  # noqa: BLE001  (inference is best effort; kernels decide at run time)
@@ -80,7 +92,7 @@ def _onnx_infer(graph: Graph, customs: list[Node]) -> bool:
     changed = False
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         v = graph.values.get(vi.name)
-        if v is None or v.const is not None:
+        if v is None or v.const is not None or v.type.is_static:   # a static type is never bettered
             continue
         t = tensor_type(vi.type)
         if _better(t, v.type):
