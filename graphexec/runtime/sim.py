@@ -179,21 +179,14 @@ class Simulator:
             stop = t_timer if t_timer < horizon else horizon
             if run_waves(self, t, limit, stop) if len(cores.cohorts) == 1 else run_shared_waves(self, t, limit, stop):
                 return True
-        self._event(t, t_core <= t)
-        return True
-
-    def _event(self, t: float, pop: bool) -> None:
-        """Everything due at ``t``: blocks that end (when ``pop``), then timers, then what
-        can start."""
         if t > self.now:
             self.now = t
-        if pop:
-            for cohort in self.cores.pop_done(t):   # ``_blocks_done``
+        if t_core <= t:
+            for cohort in cores.pop_done(t):   # ``_blocks_done``
                 task = cohort.task
                 task.blocks_running -= cohort.n
                 if task.blocks_left == 0 and task.blocks_running == 0:
                     self._finish(task)
-        timers = self._timers
         while timers and timers[0][0] <= t:
             _, _, fn, arg = heapq.heappop(timers)
             if fn is None:   # a kernel's blocks are ready: they queue for cores by urgency
@@ -204,6 +197,7 @@ class Simulator:
             else:
                 fn(arg)
         self._settle()
+        return True
 
     def _settle(self) -> None:
         """Start what can start now, hand out free cores, and time the running blocks."""
@@ -220,7 +214,10 @@ class Simulator:
             self._fill_cores()
         cores = self.cores
         if cores.stale:
-            cores.retime()
+            if cores.cohorts:
+                cores.retime()
+            else:   # ``retime`` with nothing running
+                cores.stale, cores.next_t = False, cores.t + INF
 
     def _run_stream(self, s: Any) -> None:
         while s.active is None and s.queue:
@@ -247,8 +244,16 @@ class Simulator:
             task.start_t = self.now
             if task.start_fn is not None:
                 task.result = task.start_fn()
-            if task.driver is None:
-                self._start_kernel(task)
+            if task.driver is None:   # its blocks queue for cores once the task overhead has passed
+                n = task.block_dim if task.block_dim > 1 else 1
+                task.pool = self._pool.get(task.unit) or self.pool_of(task.unit)
+                peak = self._peaks.get((task.unit, task.dtype)) or self._peak(task.unit, task.dtype)
+                task.blocks_left = n
+                task.block_us = task.flops / n / peak
+                task.block_bytes = task.bytes / n
+                task.ready_t = ready = self.now + self._overhead
+                task.stream.active = task
+                heapq.heappush(self._timers, (ready, next(self._seq), None, task))   # None: "ready"
                 return True
         elif kind == "wait" and not task.event.is_complete_at(self.now):
             return False
@@ -259,8 +264,6 @@ class Simulator:
         if task.driver is not None:   # its link or its collective ends it (``end_at``)
             task.stream.active = task
             task.driver.begin(task, self)
-        elif kind == "kernel":
-            self._start_kernel(task)
         elif kind == "memcpy":
             task.stream.active = task
             self._at(self._copy_end(task), self._finish, task)
@@ -290,17 +293,6 @@ class Simulator:
         no one else: two devices with blocked streams would wake each other forever)."""
         self._dirty |= self._blocked
         self._blocked.clear()
-
-    def _start_kernel(self, task: DeviceTask) -> None:
-        n = task.block_dim if task.block_dim > 1 else 1
-        task.pool = self._pool.get(task.unit) or self.pool_of(task.unit)
-        peak = self._peaks.get((task.unit, task.dtype)) or self._peak(task.unit, task.dtype)
-        task.blocks_left = n
-        task.block_us = task.flops / n / peak
-        task.block_bytes = task.bytes / n
-        task.ready_t = ready = self.now + self._overhead
-        task.stream.active = task
-        heapq.heappush(self._timers, (ready, next(self._seq), None, task))   # None: "ready"
 
     def _peak(self, unit: str, dtype: str) -> float:
         """Flops per microsecond of one core of ``unit`` at ``dtype`` (cached)."""
@@ -370,7 +362,16 @@ class Simulator:
 
     def _finish(self, task: DeviceTask) -> None:
         end, result = task.end_fn, task.result
-        self._drop(task)
+        now = self.now   # ``_drop``, unrolled
+        task.end_t = now
+        task.result = task.start_fn = task.end_fn = None
+        s = task.stream
+        if s.active is task:
+            s.active = None
+        s.last_end = now
+        s.pending -= 1
+        self.queued -= 1
+        self._dirty.add(s)
         self.finished.append(task)
         if end is not None:   # last: should it raise, the task and its stream are already done with
             end(result)
