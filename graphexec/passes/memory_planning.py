@@ -15,28 +15,14 @@ from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events, check_memory
 from graphexec.passes.joint_memory import joint_plan
-from graphexec.passes.lifetimes import Lifetime, lifetimes
-from graphexec.passes.pool_offsets import cut_bound, plan_offsets
+from graphexec.passes.lifetimes import lifetimes
+from graphexec.passes.pool_offsets import cut_bound, live_peak, plan_offsets
 from graphexec.plan.memory import MemoryPlan, PlanEntry, align
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
 from graphexec.runtime.launch import simulate_times
 
 log = logging.getLogger(__name__)
-
-
-def _live_peak(items: list[Lifetime]) -> int:
-    """Most bytes live at once when the tasks run one at a time in launch order."""
-    deltas: dict[int, int] = {}
-    for it in items:
-        size, first, last = it.size, it.first, it.last
-        deltas[first] = deltas.get(first, 0) + size
-        deltas[last + 1] = deltas.get(last + 1, 0) - size
-    peak = cur = 0
-    for k in sorted(deltas):
-        cur += deltas[k]
-        peak = max(peak, cur)
-    return peak
 
 
 def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool = True,
@@ -82,11 +68,11 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
     regions = {"activation": peak, "io": cursor["io"], "weight": cursor["weight"]}
     log.debug("memory plan: pool %d bytes, %d without reuse", peak, no_reuse)
     if len(schedule.streams) == 1:
-        cut: int | None = _live_peak(acts)
+        cut: int | None = live_peak(acts)
     else:
         cut = cut_bound(acts, clash) if clash is not None else None
     entries += _aliases(graph, tasks, {e.tensor: e for e in entries})
-    return MemoryPlan(entries, regions, _live_peak(acts), no_reuse, cut, acts, clash or [])
+    return MemoryPlan(entries, regions, live_peak(acts), no_reuse, cut, acts, clash or [])
 
 
 def _aliases(graph: Graph, tasks: TaskGraph, buffers: dict[str, PlanEntry]) -> list[PlanEntry]:

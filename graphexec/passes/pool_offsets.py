@@ -162,15 +162,34 @@ def cut_bound(items: list[Lifetime], clash: list[list[int]], limit: int = 3000) 
     return int(nx.max_weight_clique(g)[1]) if items else 0
 
 
+def live_peak(items: list[Lifetime]) -> int:
+    """Most bytes live at once when the tasks run one at a time in launch order: a lower bound
+    of every safe plan (that run is one timing, and tensors live together in it conflict)."""
+    deltas: dict[int, int] = {}
+    for it in items:
+        size, first, last = it.size, it.first, it.last
+        deltas[first] = deltas.get(first, 0) + size
+        deltas[last + 1] = deltas.get(last + 1, 0) - size
+    peak = cur = 0
+    for k in sorted(deltas):
+        cur += deltas[k]
+        peak = max(peak, cur)
+    return peak
+
+
 def place_hybrid(items: list[Lifetime], schedule: Schedule,
                  clash: list[list[int]] | None = None) -> tuple[dict[str, int], int, str]:
-    """Offsets by every heuristic; keep the smallest pool (ties: the first heuristic)."""
+    """Offsets by every heuristic; keep the smallest pool (ties: the first heuristic). One
+    that reaches the launch-order live peak cannot be beaten: the rest are not tried."""
     clash = conflicts(items, schedule) if clash is None else clash
+    floor = live_peak(items)
     best: tuple[int, str, list[int]] | None = None
     for name, order in HEURISTICS.items():
         offsets, peak = best_fit(items, clash, order)
         if best is None or peak < best[0]:
             best = (peak, name, offsets)
+        if peak <= floor:
+            break
     if best is None:
         return {}, 0, "none"
     peak, name, offsets = best

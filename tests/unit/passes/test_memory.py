@@ -101,3 +101,21 @@ def test_dense_conflicts_fall_back_to_per_stream_lanes(monkeypatch):
     check_no_live_overlap(session, result)
     plain = gx.Session(model).run(x)
     assert all(plain.outputs[k].tobytes() == result.outputs[k].tobytes() for k in plain.outputs)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 80), streams=st.sampled_from([1, 2, 4]))
+def test_stopping_at_the_live_peak_picks_what_trying_every_heuristic_does(seed, n, streams):
+    """place_hybrid stops at the first heuristic that reaches the launch-order live peak (a
+    lower bound): the same offsets, pool and heuristic as running all of them; and no plan
+    of any heuristic is below that bound."""
+    from graphexec.passes.pool_offsets import HEURISTICS, best_fit, conflicts, live_peak, place_hybrid
+
+    session = gx.Session(random_dag(np.random.default_rng(seed), n), streams=streams)
+    plan = session.memory_plan
+    items, schedule = list(plan.items), session.compiled.schedule
+    clash = conflicts(items, schedule)
+    runs = [(best_fit(items, clash, order), name) for name, order in HEURISTICS.items()]
+    (offsets, peak), name = min(runs, key=lambda r: r[0][1])   # min keeps the first of equal peaks
+    assert all(p >= live_peak(items) for (_, p), _ in runs)
+    assert place_hybrid(items, schedule, clash) == ({it.name: o for it, o in zip(items, offsets)}, peak, name)
