@@ -143,7 +143,22 @@ def cached(key: tuple[Any, ...], op: str, args: list[Any], attrs: dict[str, Any]
     return plan
 
 
+def _snapshot(v: Any) -> Any:
+    """``v`` with its arrays copied and read-only: the plan keeps the bytes its key was made
+    of, whatever the caller does to its array afterwards (a cached plan, an in-flight launch)."""
+    if isinstance(v, np.ndarray):
+        out = v.copy()
+        out.setflags(write=False)
+        return out
+    if isinstance(v, (list, tuple)):
+        return type(v)(_snapshot(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _snapshot(x) for k, x in v.items()}
+    return v
+
+
 def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPlan:
+    args, attrs = [a if isinstance(a, Tensor) else _snapshot(a) for a in args], _snapshot(attrs)
     b = GraphBuilder(f"eager {op}")
     ins: list[Any] = []
     names: list[str] = []

@@ -173,3 +173,27 @@ def test_a_wait_runs_its_kernels_with_warnings_off_once(monkeypatch):
     assert not np.isfinite(y).any()
     with pytest.warns(RuntimeWarning):   # the caller's numpy warns as before
         np.float32(1.0) / np.zeros(1, np.float32)
+
+
+def test_a_cached_plan_keeps_the_bytes_of_its_key_not_the_callers_array():
+    """An array argument is a constant of the plan: changing the caller's array afterwards
+    changes neither that plan (reused under the old bytes' key) nor a launch in flight."""
+    x = npu.zeros(1, device="npu:0")
+    a = np.array([1.0], np.float32)
+    assert (x + a).numpy().tolist() == [1.0]
+    a[0] = 2.0
+    assert (x + a).numpy().tolist() == [2.0]
+    assert (x + np.array([1.0], np.float32)).numpy().tolist() == [1.0]   # the first plan, its own bytes
+    c = np.array([5.0], np.float32)
+    y = x + c
+    c[0] = 7.0
+    assert y.numpy().tolist() == [5.0]
+
+
+def test_a_list_argument_is_snapshotted_too():
+    x = npu.zeros(1, device="npu:0")
+    a = [1.0]
+    assert (x + a).numpy().tolist() == [1.0]
+    a[0] = 2.0
+    assert (x + a).numpy().tolist() == [2.0]
+    assert (x + [1.0]).numpy().tolist() == [1.0]
