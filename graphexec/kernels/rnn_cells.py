@@ -184,12 +184,15 @@ def _lstm_plain(xw: np.ndarray, rec_into: RecurrenceInto, h: np.ndarray, c: np.n
     ys = np.empty((xw.shape[0],) + h.shape, h.dtype)
     gates = np.empty(xw.shape[1:], xw.dtype)
     cell = np.empty(h.shape, h.dtype)
+    # the gates' views, made once: an in-place activation (sigmoid, tanh) returns the very view
+    g_iof, g_c = gates[..., :3 * n], gates[..., 3 * n:]
+    views = g_iof[..., :n], g_iof[..., n:2 * n], g_iof[..., 2 * n:]
     for t in range(xw.shape[0]):
         rec_into(h, gates)
         gates += xw[t]
-        iof = f(_clip(gates[..., :3 * n], clip))
-        i, o, fg = iof[..., :n], iof[..., n:2 * n], iof[..., 2 * n:]
-        cand = g(_clip(gates[..., 3 * n:], clip))
+        iof = f(g_iof if clip is None else _clip(g_iof, clip))
+        i, o, fg = views if iof is g_iof else (iof[..., :n], iof[..., n:2 * n], iof[..., 2 * n:])
+        cand = g(g_c if clip is None else _clip(g_c, clip))
         np.multiply(i, cand, out=cand)
         np.multiply(fg, c, out=c)
         c += cand                           # fg * c + i * cand, the sum commutes bit for bit

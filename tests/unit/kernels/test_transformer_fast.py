@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from contrib_oracle import check, one_node, rand, run_ort, run_ours
 
-from graphexec.kernels import contrib_act, contrib_attention, contrib_norm, nn, quant, quant_gemm, quant_matmul, rnn
+from graphexec.kernels import contrib_act, contrib_attention, contrib_norm, nn, quant, quant_gemm, quant_matmul, rnn, rnn_cells
 from graphexec.kernels.registry import OpContext
 
 RNG = np.random.default_rng(11)
@@ -286,3 +286,22 @@ def test_gemm_with_cached_attributes_matches_the_formula_on_every_run(ta, tb, al
         got = nn.gemm(ctx, a, b, c, out=np.empty((3, 5), np.float32))
         assert np.array_equal(got, want)
     assert ctx.cache["gemm"] == (alpha, beta, bool(ta), bool(tb))
+
+
+@pytest.mark.parametrize("clip", [None, 0.7])
+@pytest.mark.parametrize("act", ["sigmoid", "relu"])   # relu returns a new array: the gates are sliced anew
+def test_lstm_plain_loop_with_views_made_once_is_the_general_loop_bit_for_bit(clip, act):
+    d, b, hsz, steps = 2, 3, 5, 6
+    xw = rand(steps, d, b, 4 * hsz)
+    rt = rand(d, hsz, 4 * hsz, scale=0.5)
+    h0, c0 = rand(d, b, hsz), rand(d, b, hsz)
+    acts = (rnn_cells.activation(act, 0.0, 0.0), rnn_cells.activation("tanh", 0.0, 0.0),
+            rnn_cells.activation("tanh", 0.0, 0.0))
+
+    def rec_into(h, out):
+        np.matmul(h, rt, out=out)
+
+    fast = rnn_cells.lstm_loop(xw, lambda h, t: h @ rt, h0, c0.copy(), None, acts, clip, False, None, rec_into)
+    plain = rnn_cells.lstm_loop(xw, lambda h, t: h @ rt, h0, c0.copy(), None, acts, clip, False, None, None)
+    for x, y in zip(fast, plain):
+        assert np.array_equal(x.view(np.uint32), y.view(np.uint32))
