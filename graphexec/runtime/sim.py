@@ -23,7 +23,10 @@ from typing import Any, Callable
 from graphexec.runtime.core_pools import INF, Cohort, CorePools
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
+from graphexec.runtime.sim_group import SimGroup
 from graphexec.runtime.waves import run_shared_waves, run_waves
+
+__all__ = ["DeviceTask", "HOST_COPY_BYTES_PER_US", "SimGroup", "Simulator"]
 
 HOST_COPY_BYTES_PER_US = 10e3   # assumption: a host-to-host memcpy runs at ~10 GB/s
 FAST_WAVES = True   # run a lone kernel's waves in one loop (``waves.py``); False: one step per wave
@@ -83,7 +86,7 @@ def _urgency(t: DeviceTask) -> tuple[int, int]:
 class Simulator:
     """Discrete-event core shared by every stream of one device."""
 
-    def __init__(self, profile: DeviceProfile, group: "SimGroup | None" = None) -> None:
+    def __init__(self, profile: DeviceProfile, group: SimGroup | None = None) -> None:
         self.profile = profile
         self.group = group
         if group is not None:
@@ -392,44 +395,3 @@ class Simulator:
     def samples(self) -> list[Sample]:
         """Busy cores and queued tasks after each change (rebuilt from logs on demand)."""
         return build_samples(self)
-
-
-class SimGroup:
-    """The simulators of a server's devices, stepped in one global time order: always the
-    device whose next event is earliest, so whatever one device does to another (a copy
-    over a link, a collective's end, an event) lands at or after that device's clock."""
-
-    def __init__(self) -> None:
-        self.sims: list[Simulator] = []
-        self.now = 0.0
-
-    def _step(self, limit: float) -> bool:
-        sims = self.sims
-        if not sims:
-            return False
-        times = [s.next_t() for s in sims]
-        k = times.index(min(times))   # the first of the earliest, as min() picks
-        horizon = min(times[:k] + times[k + 1:], default=INF)
-        sim = sims[k]
-        if not sim._step(limit, horizon):
-            return False
-        self.now = max(self.now, sim.now)
-        return True
-
-    def run_until(self, cond: Callable[[], bool]) -> float:
-        while not cond():
-            if not self._step(INF):
-                raise RuntimeError("simulation stalled: the condition can never hold")
-        self._align(self.now)
-        return self.now
-
-    def advance_to(self, t: float) -> None:
-        while self._step(t):
-            pass
-        self._align(max(self.now, t))
-
-    def _align(self, t: float) -> None:
-        """Every device's clock reads ``t``: nothing is due before it on any of them."""
-        self.now = t
-        for sim in self.sims:
-            sim.now = max(sim.now, t)
