@@ -69,7 +69,7 @@ class LocalBackend:
                 continue
             pool = ProcessPoolExecutor(min(self.workers, len(pending)), initializer=_ignore_sigint)
             try:
-                futures = [pool.submit(work, str(models[j.point.model]), j) for j in pending]
+                futures = self._submit(pool, models, pending)
                 done = 0
                 for row in self._collect(futures):
                     if row is None:
@@ -79,6 +79,18 @@ class LocalBackend:
                 pending, suspect = pending[done:], done < len(pending)
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
+
+    @staticmethod
+    def _submit(pool: ProcessPoolExecutor, models: Mapping[str, Path], jobs: Sequence[Job]) -> list[Future]:
+        """Futures of ``jobs``; fewer when the pool breaks while they are handed in (a worker
+        that dies at once): those given report the break, the rest are run again."""
+        futures: list[Future] = []
+        try:
+            for j in jobs:
+                futures.append(pool.submit(work, str(models[j.point.model]), j))
+        except BrokenProcessPool:
+            pass
+        return futures
 
     @staticmethod
     def _alone(models: Mapping[str, Path], job: Job) -> dict[str, Any]:

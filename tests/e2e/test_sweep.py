@@ -345,3 +345,36 @@ def test_parquet_rows_batched_yet_none_lost_on_interrupt(tmp_path, monkeypatch):
     assert pq.read_table(out).num_rows == 2
     rows = gx.sweep(THREE[:1], streams=[1, 2, 4], output=out, workers=1)
     assert pq.read_table(out).num_rows == 3 and [r["streams"] for r in rows] == ["1", "2", "4"]
+
+
+def _dies_on_job_0(path, job):
+    if job.i == 0:
+        os._exit(1)
+    return {"i": job.i}
+
+
+def test_a_worker_dying_while_points_are_handed_in_costs_only_its_point(monkeypatch):
+    """The pool can break before every point is submitted (a worker dies at once): the
+    points not handed in yet run on a new pool, the killer alone is the error row."""
+    import types
+
+    from graphexec.engine import sweep_local
+
+    class SlowToHandIn(sweep_local.ProcessPoolExecutor):
+        """After its first point, a submit waits until the pool has broken (deterministically
+        mid-submission, as a fast-dying worker does on a long sweep)."""
+
+        def submit(self, fn, *args, **kw):
+            if getattr(self, "_handed", False):
+                deadline = time.monotonic() + 10
+                while not self._broken and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            self._handed = True
+            return super().submit(fn, *args, **kw)
+
+    monkeypatch.setattr(sweep_local, "ProcessPoolExecutor", SlowToHandIn)
+    monkeypatch.setattr(sweep_local, "work", _dies_on_job_0)
+    monkeypatch.setattr(sweep_local, "_lost", lambda job: {"lost": job.i})
+    jobs = [types.SimpleNamespace(i=i, point=types.SimpleNamespace(model="m")) for i in range(30)]
+    rows = list(sweep_local.LocalBackend(2).rows({"m": Path("unused")}, jobs))
+    assert rows == [{"lost": 0}] + [{"i": i} for i in range(1, 30)]
