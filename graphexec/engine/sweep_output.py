@@ -1,6 +1,7 @@
 """Where a sweep's rows go: a CSV (appended a whole row at a time and flushed) or a
-Parquet file (rewritten whole, atomically, at most once a second and when the sweep ends
-or is interrupted: a rewrite per row made a sweep of thousands of points quadratic).
+Parquet file (rewritten whole, atomically, at most once a second: a rewrite per row made a
+sweep of thousands of points quadratic; a row waits at most a second, a timer writes it
+if no other row comes, and the rest are written when the sweep ends or is interrupted).
 Either can be read back, so a sweep run again skips the points it already has: an
 interrupted sweep resumes, losing no finished row and repeating none (a killed one loses
 at most its last second of Parquet rows, which run again)."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -80,6 +82,8 @@ class ParquetOutput:
         self.path, self._pa, self._pq = path, pa, pq
         self.rows: list[dict[str, Any]] = []
         self._pending, self._written = False, -FLUSH_S   # the first row is written at once
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
         if path.exists():
             table = pq.read_table(path)
             if table.column_names != list(COLUMNS):
@@ -88,10 +92,21 @@ class ParquetOutput:
             self.rows = table.to_pylist()
 
     def append(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        self._pending = True
-        if time.monotonic() - self._written >= FLUSH_S:
-            self._flush()
+        with self._lock:
+            self.rows.append(row)
+            self._pending = True
+            if time.monotonic() - self._written >= FLUSH_S:
+                self._flush()
+            elif self._timer is None:   # no later row may come for a while: write it then anyway
+                self._timer = threading.Timer(FLUSH_S, self._flush_pending)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _flush_pending(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._pending:
+                self._flush()
 
     def _flush(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -103,8 +118,12 @@ class ParquetOutput:
         self._pending, self._written = False, time.monotonic()
 
     def close(self) -> None:
-        if self._pending:
-            self._flush()
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._pending:
+                self._flush()
 
 
 def open_output(path: str | Path) -> CsvOutput | ParquetOutput:

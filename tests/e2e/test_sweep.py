@@ -378,3 +378,24 @@ def test_a_worker_dying_while_points_are_handed_in_costs_only_its_point(monkeypa
     jobs = [types.SimpleNamespace(i=i, point=types.SimpleNamespace(model="m")) for i in range(30)]
     rows = list(sweep_local.LocalBackend(2).rows({"m": Path("unused")}, jobs))
     assert rows == [{"lost": 0}] + [{"i": i} for i in range(1, 30)]
+
+
+def test_a_parquet_row_waits_at_most_a_flush_interval(tmp_path, monkeypatch):
+    """A row that finishes right after a rewrite is written by a timer if no row follows
+    (it used to wait, unwritten, for the next row or the end of the sweep)."""
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from graphexec.engine import sweep_output
+
+    monkeypatch.setattr(sweep_output, "FLUSH_S", 0.2)
+    rows = gx.sweep(THREE[:1], streams=[1, 2], workers=1)
+    out = sweep_output.open_output(tmp_path / "rows.parquet")
+    out.append(rows[0])   # written at once: the first row
+    out.append(rows[1])   # within the interval: left to the timer
+    assert pq.read_table(tmp_path / "rows.parquet").num_rows == 1
+    deadline = time.monotonic() + 10
+    while pq.read_table(tmp_path / "rows.parquet").num_rows < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pq.read_table(tmp_path / "rows.parquet").num_rows == 2
+    out.close()
