@@ -59,10 +59,13 @@ class ExecContext(LaunchContext):
 
     def kernel(self, task: Task) -> DeviceTask:
         """The device task of a kernel: its math at its start and end, its byte ranges."""
-        call = self.calls.get(task.id) or self.call(task)
+        tid = task.id
+        call = self.calls.get(tid)
+        if call is None:   # ``call``, unrolled: a first run makes one per kernel here
+            call = self.calls[tid] = KernelCall(self, task, self.index.get(tid, -1))
         start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
         if self.device.checker is None:
-            return DeviceTask("kernel", self.streams[self.stream_of[task.id]], self.prefix + task.name, task.unit,
+            return DeviceTask("kernel", self.streams[self.stream_of[tid]], self.prefix + task.name, task.unit,
                               task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
                               {"task": task})
         return DeviceTask("kernel", self.streams[self.stream_of[task.id]], self.prefix + task.name, task.unit,
