@@ -122,7 +122,7 @@ class GraphBuilder:
     def _scalar_dtypes(self, op: str, domain: str | None, inputs: tuple) -> list[np.dtype | None]:
         """Per input, the dtype a Python number there becomes: that of a tensor input bound to
         the same type variable in the op's schema (Where(c, x, -1.0): x's, not the bool c's),
-        else the first tensor input's."""
+        else the first tensor input's whose type is not fixed by the schema (None: numpy's own)."""
         first = next((x.dtype for x in inputs if isinstance(x, Tensor)), None)
         try:
             schema = onnx.defs.get_schema(op, self.graph.opsets.get(domain or "", 1), domain or "")
@@ -130,11 +130,13 @@ class GraphBuilder:
             return [first] * len(inputs)
         formal = [f.type_str for f in schema.inputs]
         kinds = [formal[min(i, len(formal) - 1)] if formal else "" for i in range(len(inputs))]
+        choices = {c.type_param_str: len(c.allowed_type_strs) for c in schema.type_constraints}
         by_kind: dict[str, np.dtype | None] = {}
         for x, k in zip(inputs, kinds):
             if isinstance(x, Tensor) and x.dtype is not None:
                 by_kind.setdefault(k, x.dtype)
-        return [by_kind.get(k, first) for k in kinds]
+        free = next((x.dtype for x, k in zip(inputs, kinds) if isinstance(x, Tensor) and choices.get(k, 2) > 1), None)
+        return [by_kind.get(k, free) for k in kinds]
 
     def _check(self, node: Node, issues: list) -> None:
         if issues:
@@ -146,7 +148,7 @@ class GraphBuilder:
                 raise GraphError(f"{self.graph.source}: node {node} reads {n!r}, which is not in the graph yet")
 
     def _input(self, x: Any, like: np.dtype | None) -> str:
-        """A value name for an op input; a Python number takes the dtype of the op's first tensor."""
+        """A value name for an op input; a Python number takes the dtype ``like`` (``_scalar_dtypes``)."""
         if x is None:
             return ""
         if isinstance(x, Tensor):
@@ -156,6 +158,9 @@ class GraphBuilder:
         if isinstance(x, str):
             return x
         if isinstance(x, (int, float, bool)) and like is not None:
+            if like.kind in "biu" and not _exact(x, like):
+                raise GraphError(f"{self.graph.source}: the number {x!r} cannot be {like} exactly (the dtype it takes "
+                                 "from the op's tensor inputs); pass a constant of the dtype you mean")
             return self.constant(x, dtype=like).name
         return self.constant(x).name
 
@@ -188,3 +193,11 @@ class GraphBuilder:
         if not op[:1].isupper():
             raise AttributeError(op)
         return lambda *inputs, **kw: self.op(op, *inputs, **kw)
+
+
+def _exact(x: int | float | bool, dtype: np.dtype) -> bool:
+    """Whether ``dtype`` holds the number ``x`` as it is (an integer or bool dtype may not)."""
+    try:
+        return bool(np.asarray(x, dtype=dtype) == x)
+    except (OverflowError, ValueError):   # numpy 2 refuses out-of-range Python ints outright
+        return False

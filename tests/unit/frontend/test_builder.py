@@ -119,3 +119,14 @@ def test_a_python_number_takes_the_dtype_of_its_type_variable():
     b.output(b.Pow(y, 2))   # Pow's exponent has a type of its own: the base's dtype, as before
     got = gx.Session(b.build()).run({"c": np.array([True, False, True]), "x": np.full(3, 3, np.float32)})
     assert got.outputs[b.graph.outputs[0]].tolist() == [9.0, 1.0, 9.0]
+
+
+def test_a_number_no_tensor_types_keeps_numpy_s_dtype_and_an_inexact_one_is_refused():
+    b = gx.GraphBuilder("numbers")
+    c = b.input("c", "bool", [2])
+    assert b.Where(c, 1.5, -2.0).dtype == np.float64   # c's bool is fixed by the schema: not taken
+    x = b.input("x", "uint8", [2])
+    assert b.Add(x, 2).dtype == np.uint8
+    for bad in (1.5, -1, 256):
+        with pytest.raises(gx.GraphError, match=rf"^builder 'numbers': the number {bad!r} cannot be uint8 exactly"):
+            b.Add(x, bad)
