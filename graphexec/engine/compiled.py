@@ -117,11 +117,11 @@ class Compiled:
                            tasks=self.tasks, runners=st.runners, where=self._where,
                            views=self._views, direct=st.direct, index=self._index, controls=self.controls)
 
-    def bind(self) -> ExecContext:
+    def bind(self, compute: bool = True) -> ExecContext:
         """A run context whose streams and events are made now on the device, whose clock
         keeps running (a multi-device run, ``engine/multi.py``, launches several plans
         onto one server clock; ``run`` starts the device afresh instead)."""
-        ctx = self.context()
+        ctx = self.context(compute)
         ctx.streams = {i: self._stream(self.device, i) for i in range(len(self.schedule.streams))}
         ctx.events = {i: self.device.create_event() for i in range(self.schedule.num_event_ids)}
         return ctx

@@ -133,12 +133,12 @@ class CardsRun:
         c = self.cards[card]
         assert plan.device is c.device, "a plan runs on the device it was loaded on"
         c.plans.append(plan)
-        return self._keep(Bound(c, plan, plan.bind()))
+        return self._keep(Bound(c, plan, plan.bind(not self.timing)))
 
     def again(self, bound: Bound) -> Bound:
         """A fresh context for the same plan on the same streams and events (the next
         micro-batch: a wait binds to the record launched just before it)."""
-        ctx = bound.plan.context()
+        ctx = bound.plan.context(not self.timing)
         ctx.streams, ctx.events = bound.ctx.streams, bound.ctx.events
         return self._keep(Bound(bound.card, bound.plan, ctx))
 
