@@ -93,14 +93,17 @@ def between_cards(t: Tensor, dst: Card) -> Tensor:
         server.peers.add((src.index, dst.index))   # torch_npu enables peer access where it can
     out = empty_on(dst, t.dtype, t.shape)
     view, dview, stream = t._arr, out._arr, src.current
-    checked = _checked(src)
-    task = server.copy_task(stream, src.index, src.index, dst.index, view.nbytes, view.copy,
-                            lambda d: dview.__setitem__(..., d), [span(t)] if checked else [],
-                            [span(out)] if checked else [])
-    _launch.submit(src, lambda: src.device.launch(task))
+    reads, writes = ([span(t)], [span(out)]) if _checked(src) else ([], [])
+
+    def launch() -> None:   # a task of its own per launch: a captured graph's replays each move the bytes
+        src.device.launch(server.copy_task(stream, src.index, src.index, dst.index, view.nbytes, view.copy,
+                                           lambda d: dview.__setitem__(..., d), reads, writes))
+
+    _launch.submit(src, launch)
     ev = src.device.create_event()
     _launch.submit(src, lambda: src.device.record_event(ev, stream))
-    _launch.submit(dst, lambda: dst.device.stream_wait_event(dst.current, ev))
+    wait_on = dst.current   # the stream current now: a captured copy's replay must not ask again
+    _launch.submit(dst, lambda: dst.device.stream_wait_event(wait_on, ev))
     return out
 
 

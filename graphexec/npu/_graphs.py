@@ -14,7 +14,7 @@ recorded work as one graph: the launch cost is paid once, not per op.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
@@ -143,15 +143,18 @@ class NPUGraph:
         STATE.capture, self.captured = None, True
 
     def replay(self) -> None:
-        """Relaunch the captured work, each card's as one loaded graph."""
+        """Relaunch the captured work, each card's as one loaded graph, in the order it was
+        captured (a card's wait may be on another card's record: a peer copy)."""
         if not self.captured:
             raise GraphExecError("replay of an NPUGraph that was never captured")
-        for card in dict.fromkeys(c for c, _ in self._launches):
+        cards = list(dict.fromkeys(c for c, _ in self._launches))
+        for card in cards:
             card.check()
-            with card.device.model_execute():
-                for c, launch in self._launches:
-                    if c is card:
-                        launch()
+        with ExitStack() as stack:
+            for card in cards:
+                stack.enter_context(card.device.model_execute())
+            for _, launch in self._launches:
+                launch()
 
     def reset(self) -> None:
         self._launches, self._keep, self.captured = [], {}, False

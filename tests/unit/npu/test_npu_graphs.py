@@ -105,3 +105,32 @@ def test_module_runs_are_ordered_with_eager_work_on_their_stream():
     assert npu.hazards() == []
     ref = gx.Session(gx.load(MODEL), streams=2).run({"data": x.numpy()}).outputs["out"]
     assert y.numpy().tobytes() == (np.maximum(ref, 0) + np.float32(1)).tobytes()
+
+
+def test_a_graph_across_cards_replays_in_capture_order_and_moves_the_bytes_each_time():
+    """Card 1's work is captured first and waits on a copy from card 0: replaying card by
+    card waited on a record not yet made ('never recorded'), and the copy's task, launched
+    again, moved nothing the second time. The copy's wait stays on the stream current at
+    capture even when card 1's current stream changes before a replay."""
+    npu.init(system="atlas800-910", check_hazards=True)
+    x0 = npu.tensor(np.ones(256, np.float32), device="npu:0")
+    x1 = npu.tensor(np.full(256, 3, np.float32), device="npu:1")
+    npu.synchronize()
+    g = npu.NPUGraph()
+    with npu.graph(g):
+        a = x1 * 2                  # card 1 first
+        b = (x0 + 1) * 5            # card 0
+        d = b.to("npu:1") + a       # a peer copy, then card 1 again
+    for value in (2.0, 4.0):
+        x0.copy_(npu.tensor(np.full(256, value, np.float32), device="npu:0"))
+        npu.synchronize()
+        npu.set_device(1)
+        npu.set_stream(npu.Stream())   # another current stream on card 1: the replay must not follow it
+        npu.set_device(0)
+        g.replay()
+        for card in (0, 1):
+            npu.set_device(card)
+            npu.synchronize()
+        npu.set_device(0)
+        assert d.numpy().tolist() == [(value + 1) * 5 + 6] * 256
+    assert npu.hazards() == []
