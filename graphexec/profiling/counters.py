@@ -8,10 +8,13 @@ from that time until the next step.
 
 from __future__ import annotations
 
+import bisect
+from operator import itemgetter
 from typing import Any, Callable, Iterable, TypedDict
 
 Series = list[tuple[float, float]]
 WORK = ("kernel", "memcpy")     # tasks that occupy the device; records and waits take no time
+_TIME = itemgetter(0)
 
 
 def steps(deltas: Iterable[tuple[float, float]]) -> Series:
@@ -34,7 +37,10 @@ def work(tasks: Iterable[Any]) -> list[Any]:
 
 def window(tasks: Iterable[Any]) -> tuple[float, float]:
     """(first start, last end) of the device work: the span the makespan measures."""
-    done = work(tasks)
+    return _window(work(tasks))
+
+
+def _window(done: list[Any]) -> tuple[float, float]:
     if not done:
         return 0.0, 0.0
     return done[0].start_t, max(t.end_t for t in done)
@@ -60,19 +66,17 @@ def total_depth(tasks: Iterable[Any]) -> Series:
 
 def level_at(series: Series, t: float) -> float:
     """The level of ``series`` at time ``t`` (0 before its first step)."""
-    level = 0.0
-    for ts, v in series:
-        if ts > t:
-            break
-        level = v
-    return level
+    k = bisect.bisect_right(series, t, key=_TIME)
+    return series[k - 1][1] if k else 0.0
 
 
 def measure(series: Series, lo: float, hi: float,
             keep: Callable[[float], bool] = lambda v: True) -> tuple[float, float]:
-    """(time, integral of the level) over [lo, hi] where ``keep(level)`` holds."""
+    """(time, integral of the level) over [lo, hi] where ``keep(level)`` holds (the steps
+    inside found by bisection: a run measures each idle gap of a long series)."""
     time = area = 0.0
-    points = [(lo, level_at(series, lo))] + [p for p in series if lo < p[0] < hi] + [(hi, 0.0)]
+    inner = series[bisect.bisect_right(series, lo, key=_TIME):bisect.bisect_left(series, hi, key=_TIME)]
+    points = [(lo, level_at(series, lo))] + inner + [(hi, 0.0)]
     for (t0, v), (t1, _) in zip(points, points[1:]):
         if keep(v):
             time += t1 - t0
@@ -82,8 +86,12 @@ def measure(series: Series, lo: float, hi: float,
 
 def busy_intervals(tasks: Iterable[Any]) -> list[tuple[float, float]]:
     """The union of the intervals in which some kernel or copy runs, merged."""
+    return _merged(work(tasks))
+
+
+def _merged(done: list[Any]) -> list[tuple[float, float]]:
     merged: list[list[float]] = []
-    for t in work(tasks):
+    for t in done:
         if merged and t.start_t <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], t.end_t)
         else:
@@ -93,7 +101,11 @@ def busy_intervals(tasks: Iterable[Any]) -> list[tuple[float, float]]:
 
 def gaps(tasks: Iterable[Any]) -> list[tuple[float, float]]:
     """The intervals inside the window in which the device runs nothing."""
-    busy = busy_intervals(tasks)
+    return _gaps(work(tasks))
+
+
+def _gaps(done: list[Any]) -> list[tuple[float, float]]:
+    busy = _merged(done)
     return [(a[1], b[0]) for a, b in zip(busy, busy[1:]) if b[0] > a[1]]
 
 
@@ -109,13 +121,14 @@ class RunMetrics(TypedDict):
 def run_metrics(tasks: list[Any]) -> RunMetrics:
     """Queue depth (time-weighted mean and max over the window), device idle time, and
     the part of it in which every queue was empty: the device waited on the host."""
-    lo, hi = window(tasks)
+    done = work(tasks)   # sorted once for the window and the gaps
+    lo, hi = _window(done)
     if hi <= lo:
         return {"mean_queue_depth": 0.0, "max_queue_depth": 0, "device_idle_us": 0.0, "host_wait_us": 0.0}
     depth = total_depth(tasks)
     _, area = measure(depth, lo, hi)
     peak = max([level_at(depth, lo)] + [v for t, v in depth if lo <= t < hi])
-    idle = gaps(tasks)
+    idle = _gaps(done)
     host_wait = sum(measure(depth, a, b, lambda v: v <= 0)[0] for a, b in idle)
     return {"mean_queue_depth": area / (hi - lo), "max_queue_depth": int(peak),
             "device_idle_us": sum(b - a for a, b in idle), "host_wait_us": host_wait}
