@@ -105,7 +105,7 @@ class Simulator:
         self._overhead = profile.task_overhead_us
         self._active: list[DeviceTask] = []      # kernels with blocks not yet placed
         self._dirty: set[Any] = set()            # streams whose head may start now
-        self._blocked: set[Any] = set()          # streams whose head waits on an event
+        self._blocked: dict[Any, list[Any]] = {}   # record task -> streams whose head waits on it
         self.queued = 0                          # submitted and not finished
         self.finished: list[DeviceTask] = []
         self._fast = FAST_WAVES
@@ -234,8 +234,8 @@ class Simulator:
                 s.queue.popleft()
                 self._drop(head)
                 raise
-            if not started:
-                self._blocked.add(s)
+            if not started:   # a wait: only the record it binds to can let it start
+                self._blocked.setdefault(head.event.record_task, []).append(s)
                 return
             s.queue.popleft()
 
@@ -279,23 +279,25 @@ class Simulator:
         else:   # record, wait, reset and non-blocking callbacks take no device time
             self._finish(task)
             if kind == "record":
-                self._wake_blocked()
+                self._wake_blocked(task)
         return True
 
-    def _wake_blocked(self) -> None:
-        """A record ran: streams blocked on a wait look again, on every device of the group
-        (a stream may wait on another device's event)."""
-        self._wake_here()
+    def _wake_blocked(self, record: DeviceTask) -> None:
+        """``record`` ran: the streams blocked on a wait for it look again, on every device
+        of the group (a stream may wait on another device's event). Only those: waking
+        every blocked stream at every record was quadratic in the streams of a long graph."""
+        self._wake_here(record)
         if self.group is not None:
             for other in self.group.sims:
-                if other is not self and other._blocked:
-                    other.at(self.now, other._wake_here, None)
+                if other is not self and record in other._blocked:
+                    other.at(self.now, other._wake_here, record)
 
-    def _wake_here(self, _: Any = None) -> None:
-        """Another device's record ran: this device's blocked streams look again (and wake
-        no one else: two devices with blocked streams would wake each other forever)."""
-        self._dirty |= self._blocked
-        self._blocked.clear()
+    def _wake_here(self, record: DeviceTask) -> None:
+        """The streams of this device blocked on ``record`` look again (and wake no one
+        else: two devices with blocked streams would wake each other forever)."""
+        streams = self._blocked.pop(record, None)
+        if streams is not None:
+            self._dirty.update(streams)
 
     def _peak(self, unit: str, dtype: str) -> float:
         """Flops per microsecond of one core of ``unit`` at ``dtype`` (cached)."""

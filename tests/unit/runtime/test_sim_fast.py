@@ -172,3 +172,26 @@ def test_waves_beside_a_kernel_of_equal_demand_match(use, blocks):
         dev.synchronize_device()
         seen[kind] = _seen(dev)
     assert seen["fast"] == seen["plain"] and seen["steps"] == seen["plain"]
+
+
+def test_a_record_wakes_only_the_streams_waiting_for_it():
+    """Streams blocked on a wait are kept per record: a record wakes only its waiters (all
+    blocked streams were woken at every record: quadratic on long graphs of many streams)."""
+    from graphexec.runtime.device import Device
+    from graphexec.runtime.sim import DeviceTask
+
+    dev = Device("ascend910")
+    streams = [dev.create_stream() for _ in range(6)]
+    events = [dev.create_event() for _ in range(3)]
+    for i, e in enumerate(events):   # kernels of growing length before each record: the waits block
+        dev.launch(DeviceTask("kernel", streams[i], f"k{i}", flops=1e9 * (i + 1)))
+        dev.record_event(e, streams[i])
+    for e, s in zip(events, streams[3:]):
+        dev.stream_wait_event(s, e)
+    woken: list[int] = []
+    run = dev.sim._run_stream
+    dev.sim._run_stream = lambda s: (woken.append(s.id), run(s))[1]
+    dev.synchronize_device()
+    # each waiting stream runs three times: it blocks, its own record wakes it (its wait
+    # starts and ends), and the wait's end looks at it again; other records leave it be
+    assert [woken.count(s.id) for s in streams[3:]] == [3, 3, 3]
