@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import onnx
@@ -129,6 +129,17 @@ def _chosen(spec: str, quick: bool) -> tuple[Any, list[str], list[Any]]:
     return rm, families, chosen
 
 
+def _fetched(rm: Any, families: list[str], chosen: list[Any]) -> Iterator[tuple[Any, str, Path, dict]]:
+    """(entry, its families among ``families``, its file, its feeds) of each model that could
+    be fetched; a line saying why for each that could not."""
+    for entry in chosen:
+        path = rm.fetch(entry)
+        if path is None:
+            print(f"{entry.name:<28}{'not fetched: ' + rm.fetch_reason(entry)}", flush=True)
+            continue
+        yield entry, ",".join(f for f in entry.families if f in families), path, rm.make_feeds(entry, path)
+
+
 def _geomeans(ratios: dict[str, list[float]], targets: dict[str, float]) -> None:
     for f, rs in ratios.items():
         if rs:
@@ -145,13 +156,7 @@ def real(args: argparse.Namespace) -> None:
         args.repeat = 1
     print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}  families")
     ratios: dict[str, list[float]] = {f: [] for f in families}
-    for entry in chosen:
-        tags = ",".join(f for f in entry.families if f in families)
-        path = rm.fetch(entry)
-        if path is None:
-            print(f"{entry.name:<28}{'not fetched: ' + rm.fetch_reason(entry)}", flush=True)
-            continue
-        feeds = rm.make_feeds(entry, path)
+    for entry, tags, path, feeds in _fetched(rm, families, chosen):
         ort = _ort_session(str(path))
         try:
             session = gx.Session(gx.load(str(path)), threads=args.threads)
@@ -180,13 +185,7 @@ def first(args: argparse.Namespace) -> None:
     print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}{'cold ms: ours':>15}{'ort':>8}  "
           "families  (load + first run)")
     ratios: dict[str, list[float]] = {f: [] for f in families}
-    for entry in chosen:
-        tags = ",".join(f for f in entry.families if f in families)
-        path = rm.fetch(entry)
-        if path is None:
-            print(f"{entry.name:<28}{'not fetched: ' + rm.fetch_reason(entry)}", flush=True)
-            continue
-        feeds = rm.make_feeds(entry, path)
+    for entry, tags, path, feeds in _fetched(rm, families, chosen):
 
         def ours(p: str = str(path), f: dict = feeds) -> None:
             gx.Session(gx.load(p), threads=args.threads).run(f)
