@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from graphexec.kernels.contrib_util import DOMAIN, attr_check, flag, need, refuse, work
+from graphexec.kernels.nn import _row_max
 from graphexec.kernels.registry import OpContext, register
 
 
@@ -29,45 +30,33 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(b, s, n * h)
 
 
+def _softmax_(x: np.ndarray) -> np.ndarray:
+    """softmax over the last axis, in place: shift by the row max, exp, divide by the row sum."""
+    x -= _row_max(x, x.ndim - 1)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
+
+
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray | None,
            scale: float, keep_scores: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """(softmax(scale * q k^T + bias) v as (B, S, N, H), the scaled and biased scores (B, N, S, T)
-    when ``keep_scores``) for q (B, N, S, H), k/v (B, N, T, H).
-
-    The first GEMM writes the scores key-major, (T, B, N, S), so the softmax's max and sum are
-    reductions down T rows of B·N·S contiguous values (numpy's reduce along short rows costs
-    ~40 ns a row: at BERT's 384 rows of 32 that was most of the op); they are scaled, biased
-    and normalized in that one array, which the second GEMM reads transposed (BLAS takes
-    either layout) and writes straight into the merged (B, S, N, H) layout."""
-    b, n, s, _ = q.shape
-    t = k.shape[2]
-    bt = None
+    """(softmax(scale * q k^T + bias) v as (B, S, N, H), the scaled and biased scores when
+    ``keep_scores``) for q (B, N, S, H), k/v (B, N, T, H). The scores live in one array from
+    the first GEMM to the second (scaled, biased and normalized in place), and the second
+    GEMM writes its heads straight into the merged (B, S, N, H) layout."""
+    scores = np.matmul(q, k.swapaxes(-1, -2))
+    scores *= q.dtype.type(scale)
     if bias is not None:
-        if bias.ndim != 4 or np.broadcast_shapes((b, n, s, t), bias.shape) != (b, n, s, t):
-            return _attend_broadcast(q, k, v, bias, scale, keep_scores)
-        bt = bias.transpose(3, 0, 1, 2)
-    buf = np.empty((t, b, n, s), np.result_type(q, k))
-    np.matmul(k, q.swapaxes(-1, -2), out=buf.transpose(1, 2, 0, 3))
-    buf *= q.dtype.type(scale)
-    if bt is not None:
-        buf += bt
-    kept = buf.transpose(1, 2, 3, 0).copy() if keep_scores else None
-    flat = buf.reshape(t, -1)
-    flat -= np.maximum.reduce(flat, axis=0)
-    np.exp(flat, out=flat)
-    flat /= np.add.reduce(flat, axis=0)
-    out = np.empty((b, s, n, v.shape[-1]), dtype=np.result_type(buf, v))
-    np.matmul(buf.transpose(1, 2, 3, 0), v, out=out.transpose(0, 2, 1, 3))
+        if np.broadcast_shapes(scores.shape, bias.shape) == scores.shape:
+            scores += bias
+        else:
+            scores = scores + bias
+    kept = scores.copy() if keep_scores else None
+    probs = _softmax_(scores)
+    b, n, s, _ = probs.shape
+    out = np.empty((b, s, n, v.shape[-1]), dtype=np.result_type(probs, v))
+    np.matmul(probs, v, out=out.transpose(0, 2, 1, 3))
     return out, kept
-
-
-def _attend_broadcast(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray, scale: float,
-                      keep_scores: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """``attend`` where the bias broadcasts the scores to a larger shape (q, k of batch or heads 1)."""
-    scores = np.matmul(q, k.swapaxes(-1, -2)) * q.dtype.type(scale) + bias
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    out = np.matmul(e / e.sum(axis=-1, keepdims=True), v)
-    return np.ascontiguousarray(out.transpose(0, 2, 1, 3)), scores if keep_scores else None
 
 
 def merge_heads_bsnh(x: np.ndarray) -> np.ndarray:
