@@ -1,12 +1,9 @@
 """ONNX Runtime's fused activations (com.microsoft): the Gelu family, QuickGelu, BiasAdd,
 BiasSoftmax.
 
-Exact Gelu on float16/float32 is computed in float32 as onnxruntime's CPU kernel does
-(0.5 h (1 + erf(h / sqrt2)), erf as elementwise's ``erf32``: tanh(u G(u^2)), here with the
-1/sqrt2 folded into G's coefficients), in place on the biased sum: ~15x faster than onnx
-Gelu-20's float64 erfc, which the onnx node tests' recorded bits keep for that op; float64
-goes through ``nn.gelu``. FastGelu's tanh formula 0.5x(1 + tanh(0.797885x + 0.035677x^3)) is
-the same function as ``approximate="tanh"``. float16 is rounded once, as onnxruntime does.
+Exact Gelu is onnx Gelu-20's kernel (``nn.gelu``); FastGelu's tanh formula
+0.5x(1 + tanh(0.797885x + 0.035677x^3)) is the same function as its ``approximate="tanh"``.
+float16 is computed in float32 and rounded once, as onnxruntime does.
 """
 
 from __future__ import annotations
@@ -14,65 +11,34 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.kernels.contrib_util import DOMAIN, attr_check, need, refuse, reuse, work
-from graphexec.kernels.elementwise import _ERF_G
 from graphexec.kernels.nn import gelu as _onnx_gelu
 from graphexec.kernels.nn import softmax as _onnx_softmax
 from graphexec.kernels.registry import OpContext, register
 
 _ERF = OpContext("Gelu", {"approximate": "none"})
 _TANH = OpContext("Gelu", {"approximate": "tanh"})
-_F32 = np.dtype(np.float32)
-# erf(h / sqrt2) = tanh(h * P(h^2)), P(s) = G(s / 2) / sqrt2: G's k-th coefficient over sqrt2 * 2^k
-_GELU_P = tuple(_F32.type(g / (np.sqrt(2.0) * 2.0 ** k)) for k, g in enumerate(_ERF_G))
-_S_CAP = _F32.type(32.0)   # erf32 caps u^2 = h^2 / 2 at 16
 
 
-def _biased(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None, fresh: bool = False) -> np.ndarray:
-    """x + bias in the compute dtype; the bias is 1-D, one value per last-axis element.
-    ``fresh``: always a new array (the caller overwrites it)."""
+def _biased(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """x + bias in the compute dtype; the bias is 1-D, one value per last-axis element."""
     xw, bw = work(ctx, x, bias)
     if bw is None:
-        return xw.copy() if fresh and xw is x else xw
+        return xw
     if bw.ndim != 1 or x.ndim == 0 or bw.shape[0] != x.shape[-1]:
         refuse(ctx, f"bias of shape {bw.shape} does not fit input {x.shape} (one value per last-axis element)")
     return xw + bw
 
 
-def gelu32(h: np.ndarray) -> np.ndarray:
-    """Exact Gelu of float32 ``h`` in float32, computed in place (``h`` is overwritten and
-    returned); ORT's kernel's formula, erf within a few ulp of the true one."""
-    s = h * h
-    np.minimum(s, _S_CAP, out=s)
-    p = s * _GELU_P[-1]
-    p += _GELU_P[-2]
-    for c in _GELU_P[-3::-1]:
-        p *= s
-        p += c
-    p *= h
-    np.tanh(p, out=p)
-    p += 1.0
-    p *= 0.5
-    return np.multiply(h, p, out=h)
-
-
-def _exact_gelu(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    h = _biased(ctx, x, bias, fresh=True)
-    if h.dtype != _F32:   # float64: onnx Gelu's full-precision path
-        return _onnx_gelu(_ERF, h).astype(x.dtype)
-    y = gelu32(h.reshape(1) if h.ndim == 0 else h).reshape(h.shape)
-    return y.astype(x.dtype, copy=False)
-
-
 @register("Gelu", domain=DOMAIN)
 def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """0.5 x (1 + erf(x / sqrt 2)), the erf form (BERT's)."""
-    return _exact_gelu(ctx, x, None)
+    return _onnx_gelu(_ERF, _biased(ctx, x, None)).astype(x.dtype)
 
 
 @register("BiasGelu", domain=DOMAIN)
 def bias_gelu(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Gelu(A + B): the bias Add that precedes a Gelu, fused."""
-    return _exact_gelu(ctx, a, b)
+    return _onnx_gelu(_ERF, _biased(ctx, a, b)).astype(a.dtype)
 
 
 @register("FastGelu", domain=DOMAIN)
@@ -97,8 +63,7 @@ def bias_split_gelu(ctx: OpContext, x: np.ndarray, bias: np.ndarray) -> np.ndarr
     if h.shape[-1] % 2:
         refuse(ctx, f"last dim {h.shape[-1]} of input {x.shape} is odd; it must split in two halves")
     left, right = np.split(h, 2, axis=-1)
-    g = gelu32(np.ascontiguousarray(right)) if right.dtype == _F32 else _onnx_gelu(_ERF, right)
-    return (left * g).astype(x.dtype)
+    return (left * _onnx_gelu(_ERF, right)).astype(x.dtype)
 
 
 @register("BiasAdd", domain=DOMAIN)
