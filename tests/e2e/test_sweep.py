@@ -361,11 +361,18 @@ def test_a_worker_dying_while_points_are_handed_in_costs_only_its_point(monkeypa
     from graphexec.engine import sweep_local
 
     class SlowToHandIn(sweep_local.ProcessPoolExecutor):
-        """After its first point, a submit waits until the pool has broken (deterministically
-        mid-submission, as a fast-dying worker does on a long sweep)."""
+        """The first pool's second submit waits until that pool has broken (deterministically
+        mid-submission, as a fast-dying worker does on a long sweep); later pools hand in at once."""
+
+        pools = 0
+
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self._first, self._handed = SlowToHandIn.pools == 0, False
+            SlowToHandIn.pools += 1
 
         def submit(self, fn, *args, **kw):
-            if getattr(self, "_handed", False):
+            if self._first and self._handed:
                 deadline = time.monotonic() + 10
                 while not self._broken and time.monotonic() < deadline:
                     time.sleep(0.01)
