@@ -164,6 +164,9 @@ def _geometry(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> tuple[np.dtype, i
     return cdt, groups, Geometry(kernel, strides, dil, pb, out_sp)
 
 
+GEOMETRIES = 16   # input shapes whose conv geometry a node keeps
+
+
 def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
     # The checks and the window geometry depend on the shapes only: with a constant filter
     # (a model's), once per node and shape; a filter fed at run time keeps nothing on the node.
@@ -171,6 +174,9 @@ def _conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, ou
         key = ("conv.geometry", x.shape, w.shape, x.dtype)
         hit = ctx.cache.get(key)
         if hit is None:
+            kept = [k for k in ctx.cache if k[0] == "conv.geometry"]   # a new shape only: rare
+            if len(kept) >= GEOMETRIES:   # a node fed ever new shapes keeps the latest few
+                del ctx.cache[kept[0]]
             hit = ctx.cache[key] = _geometry(ctx, x, w)
     else:
         hit = _geometry(ctx, x, w)

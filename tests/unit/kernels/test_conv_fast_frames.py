@@ -194,3 +194,15 @@ def test_im2col_columns_are_the_windows_in_c_i_j_order(k, s, pads):
     win = sliding_window_view(xp, (k, k), axis=(1, 2))[:, ::s, ::s][:, :ho, :ho]   # (c, ho, wo, k, k)
     cols = np.ascontiguousarray(win.transpose(0, 3, 4, 1, 2)).reshape(c * k * k, -1)
     assert y.tobytes() == np.matmul(w.reshape(m, -1), cols).tobytes()
+
+
+def test_the_cached_geometries_of_a_node_stay_few():
+    """A node fed ever new input shapes keeps the geometry of the latest GEOMETRIES only,
+    and still computes what a fresh context does."""
+    _, w, b = _conv_model([1, 1, 1, 1], 1)
+    kept = OpContext("Conv", {"pads": [1, 1, 1, 1]}, const_inputs=(False, True, True))
+    for width in range(4, 4 + 2 * conv_mod.GEOMETRIES):
+        x = RNG.standard_normal((1, 6, 5, width)).astype(np.float32)
+        fresh = OpContext("Conv", {"pads": [1, 1, 1, 1]}, const_inputs=(False, True, True))
+        assert conv_mod.conv(kept, x, w, b).tobytes() == conv_mod.conv(fresh, x, w, b).tobytes()
+    assert sum(1 for k in kept.cache if k[0] == "conv.geometry") == conv_mod.GEOMETRIES
