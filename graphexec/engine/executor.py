@@ -64,13 +64,11 @@ class ExecContext(LaunchContext):
         if call is None:   # ``call``, unrolled: a first run makes one per kernel here
             call = self.calls[tid] = KernelCall(self, task, self.index.get(tid, -1))
         start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
-        if self.device.checker is None:
-            return DeviceTask("kernel", self.streams[self.stream_of[tid]], self.prefix + task.name, task.unit,
-                              task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
-                              {"task": task})
-        return DeviceTask("kernel", self.streams[self.stream_of[task.id]], self.prefix + task.name, task.unit,
+        checked = self.device.checker is not None   # byte ranges only for the hazard checker
+        return DeviceTask("kernel", self.streams[self.stream_of[tid]], self.prefix + task.name, task.unit,
                           task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
-                          {"task": task}, _ranges(self, task.reads), _ranges(self, task.writes))
+                          {"task": task}, _ranges(self, task.reads) if checked else (),
+                          _ranges(self, task.writes) if checked else ())
 
     def control(self, task: Task) -> DeviceTask:
         """The device task of an If/Loop/Scan: a switch whose controller runs the bodies."""
