@@ -2,8 +2,10 @@
 
 onnx's shape inference (with data propagation) gives most types; folding turns
 subgraphs whose inputs are all constant (weights built by ConstantOfShape, shape
-arithmetic) into constants, which in turn lets inference resolve more shapes. The
-two alternate until nothing changes.
+arithmetic) into constants, which in turn lets inference resolve more shapes. After
+each whole-model inference one walk over the nodes (``propagate.py``) types and folds
+what it left, in order, so the two alternate a round or two instead of once per
+custom node or per fold.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import onnx
 
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.ir.onnx_proto import tensor_type, to_onnx, value_info
-from graphexec.kernels.custom import CustomKernel, lookup_custom, output_types
+from graphexec.kernels.custom import CustomKernel, lookup_custom
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_graph
+from graphexec.passes.propagate import better, type_node, unsettled
 from graphexec.passes.size_check import fold_too_big
 
 log = logging.getLogger(__name__)
@@ -28,36 +31,44 @@ _RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUnifo
 _SMALL_CONST = 4096  # constants up to this many elements go to inference as data
 
 
-def infer_types(graph: Graph) -> bool:
-    """Run the custom kernels' shape rules and onnx shape inference; True if any type changed.
+def infer_types(graph: Graph, fold: bool = False) -> bool:
+    """Type the graph: onnx's whole-model inference, then one walk over the nodes for what it
+    left (custom nodes' shape rules, single-node inference past them, and with ``fold``
+    the folds that the new types allow); True if any type changed or any node folded.
 
-    onnx skips ops it does not know, so the two alternate: each round types at least one
-    more custom node, whose outputs onnx then sees as value_info.
+    onnx skips ops it does not know and sees no value a fold makes, so the two repeat
+    while the walk finds something (the next inference sees the custom nodes' outputs
+    as value_info, and the new constants as data).
     """
     customs = [n for n in graph.nodes if _rules(graph, n) is not None]
     base = _base_model(graph)   # the nodes, inputs and constants do not change between rounds
     changed = False
     for _ in range(len(customs) + 1):
-        step = _apply_shape_rules(graph, customs)
-        step = _onnx_infer(graph, customs, base) or step
+        step = _onnx_infer(graph, customs, base)
+        typed, folded = walk(graph, fold)
+        step = step or typed or folded
         changed |= step
-        if not step:
+        if not (typed or folded):
             break
+        if folded:   # removed nodes, new constants: what the next inference sees changed
+            base = _base_model(graph)
     return changed
 
 
-def _apply_shape_rules(graph: Graph, customs: list[Node]) -> bool:
-    changed = False
-    for node in customs:
-        ins = [graph.values[n].type if n else None for n in node.inputs]
-        spec = _rules(graph, node)
-        assert spec is not None  # customs holds only nodes with a custom kernel
-        outs = output_types(spec, ins, node.attrs) or []
-        for name, t in zip(node.outputs, outs):
-            if name and _better(t, graph.values[name].type):
-                graph.values[name].type = t
-                changed = True
-    return changed
+def walk(graph: Graph, fold: bool) -> tuple[bool, bool]:
+    """One pass in node order: (any type got better, any node folded)."""
+    kept, typed, folded = [], False, False
+    for node in graph.nodes:
+        if fold and _foldable(node, graph):
+            _fold(node, graph)
+            folded = True
+            continue
+        kept.append(node)
+        if unsettled(graph, node) and type_node(graph, node, _rules(graph, node)):
+            typed = True
+    if folded:
+        graph.nodes = kept
+    return typed, folded
 
 
 def _rules(graph: Graph, node: Node) -> CustomKernel | None:
@@ -95,18 +106,10 @@ def _onnx_infer(graph: Graph, customs: list[Node], model: onnx.ModelProto) -> bo
         if v is None or v.const is not None or v.type.is_static:   # a static type is never bettered
             continue
         t = tensor_type(vi.type)
-        if _better(t, v.type):
+        if better(t, v.type):
             v.type = t
             changed = True
     return changed
-
-
-def _better(new: TensorType, old: TensorType) -> bool:
-    if new.is_static and not old.is_static:
-        return True
-    if old.dtype is None and new.dtype is not None:
-        return True
-    return old.shape is None and new.shape is not None
 
 
 def _foldable(node: Node, graph: Graph) -> bool:
@@ -140,18 +143,23 @@ def fold_constants(graph: Graph) -> bool:
         if not _foldable(node, graph):
             kept.append(node)
             continue
-        if node.op in ("Shape", "Size") and not _is_const(graph, node.inputs[0]):
-            outs = _shape_only(node, graph)
-        else:
-            outs = NodeRunner(node, graph)({n: graph.values[n].const for n in node.all_inputs})
-        for name, arr in outs.items():
-            v = graph.values[name]
-            v.const = arr
-            if isinstance(arr, np.ndarray):
-                v.type = TensorType(arr.dtype, arr.shape)
+        _fold(node, graph)
         folded = True
     graph.nodes = kept
     return folded
+
+
+def _fold(node: Node, graph: Graph) -> None:
+    """Compute ``node`` now: its outputs become constants (the caller drops the node)."""
+    if node.op in ("Shape", "Size") and not _is_const(graph, node.inputs[0]):
+        outs = _shape_only(node, graph)
+    else:
+        outs = NodeRunner(node, graph)({n: graph.values[n].const for n in node.all_inputs})
+    for name, arr in outs.items():
+        v = graph.values[name]
+        v.const = arr
+        if isinstance(arr, np.ndarray):
+            v.type = TensorType(arr.dtype, arr.shape)
 
 
 class ShapeInference(Pass):
@@ -168,7 +176,7 @@ class ShapeInference(Pass):
             folded = fold_constants(graph) if state.options.fold else False
             if k and not folded:   # the graph is the one the last inference saw: nothing new to find
                 break
-            step = infer_types(graph) or folded
+            step = infer_types(graph, state.options.fold) or folded
             changed |= step
             if not step:
                 break
