@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 _RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Multinomial", "Bernoulli"}
+ROUNDS = 4   # whole-model inferences past the custom nodes' count (a walk rarely leaves any)
 _SMALL_CONST = 4096  # constants up to this many elements go to inference as data
 
 
@@ -41,9 +42,9 @@ def infer_types(graph: Graph, fold: bool = False) -> bool:
     as value_info, and the new constants as data).
     """
     customs = [n for n in graph.nodes if _rules(graph, n) is not None]
-    base = _base_model(graph)   # the nodes, inputs and constants do not change between rounds
+    base = _base_model(graph)   # the nodes, inputs and constants change only with a fold
     changed = False
-    for _ in range(len(customs) + 1):
+    for _ in range(len(customs) + ROUNDS):
         step = _onnx_infer(graph, customs, base)
         typed, folded = walk(graph, fold)
         step = step or typed or folded
@@ -163,7 +164,7 @@ def _fold(node: Node, graph: Graph) -> None:
 
 
 class ShapeInference(Pass):
-    """Bind the feed shapes, then alternate folding and inference to a fixed point."""
+    """Bind the feed shapes, fold, then type and fold to a fixed point (``infer_types``)."""
 
     name = "shapes"
 
@@ -171,15 +172,9 @@ class ShapeInference(Pass):
         graph = state.graph   # the session's private copy: inference writes its value types
         for name, t in state.options.input_types.items():
             graph.values[name].type = t
-        changed = False
-        for k in range(4):
-            folded = fold_constants(graph) if state.options.fold else False
-            if k and not folded:   # the graph is the one the last inference saw: nothing new to find
-                break
-            step = infer_types(graph, state.options.fold) or folded
-            changed |= step
-            if not step:
-                break
+        fold = state.options.fold
+        folded = fold_constants(graph) if fold else False   # before the first inference: it sees the constants
+        changed = infer_types(graph, fold) or folded   # its last walk folded what the final types allow
         return PassResult(state, changed)
 
     def ensures(self, state: CompileState) -> None:
