@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphexec.errors import DeviceError
+from graphexec.kernels.quiet import run_quietly
 from graphexec.npu._conf import alloc_rules
 from graphexec.profiling import env
 from graphexec.runtime.caching import CachingAllocator
@@ -96,6 +97,7 @@ class State:
         dev = self.server.device(i) if self.server is not None else \
             Device(self.profile, i, check_hazards=self.check_hazards)
         dev.default_stream.priority = NORMAL
+        dev.batch_waits, dev.quiet = True, run_quietly   # launches onto a full queue go in batches (Device._hold)
         env.watch(dev, "eager")   # ASCEND_PROFILING_ENABLED: keep what this card runs
         alloc = CachingAllocator(dev, alloc_rules(os.environ.get("PYTORCH_NPU_ALLOC_CONF", "")))
         return Card(i, dev, alloc, dev.default_stream, streams={dev.default_stream.id: dev.default_stream})
