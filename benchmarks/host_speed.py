@@ -1,7 +1,7 @@
 """Host wall time of Session.run against onnxruntime (one intra-op thread), light models.
 
-Usage: python benchmarks/host_speed.py [--repeat N] [--threads N] [--quick] [--real [FAMILY|all]]
-       [--first [FAMILY|all]]
+Usage: python benchmarks/host_speed.py [--repeat N] [--threads N] [--quick] [--only NAME,...]
+       [--real [FAMILY|all]] [--first [FAMILY|all]]
 Both run the same input (the declared shapes' default feeds) in the same process,
 alternating, after a warm-up; the table gives the median of each and their ratio, then
 the geometric mean of ratios and the worst one against the targets.
@@ -76,6 +76,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="Session(threads=N) (onnxruntime keeps one thread)")
     ap.add_argument("--quick", action="store_true", help="one small model, one repeat (CI smoke test)")
+    ap.add_argument("--only", metavar="NAME,...", help="only the models whose name contains one of these")
     ap.add_argument("--real", nargs="?", const=",".join(REAL_DEFAULT), metavar="FAMILY",
                     help=f"the published models of tests/real_models.py (default families: {', '.join(REAL_DEFAULT)}; "
                          "'all': every one)")
@@ -92,6 +93,8 @@ def main() -> None:
     paths = sorted(glob.glob(os.path.join(LIGHT, "*.onnx")))
     if args.quick:
         paths, args.repeat = [p for p in paths if "squeezenet" in p], 1
+    if args.only:
+        paths = [p for p in paths if any(k in os.path.basename(p) for k in args.only.split(","))]
     print(f"{'model':<14}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}")
     ratios = []
     for path in paths:
@@ -114,7 +117,7 @@ def main() -> None:
 REAL_DEFAULT = ("transformer", "quantized")
 
 
-def _chosen(spec: str, quick: bool) -> tuple[Any, list[str], list[Any]]:
+def _chosen(spec: str, quick: bool, only: str | None = None) -> tuple[Any, list[str], list[Any]]:
     """(the real_models module, the families of ``spec``, their entries)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import real_models as rm
@@ -124,6 +127,8 @@ def _chosen(spec: str, quick: bool) -> tuple[Any, list[str], list[Any]]:
         if f not in rm.FAMILIES:
             sys.exit(f"unknown family {f!r}; families are: {', '.join(rm.FAMILIES)} (or all)")
     chosen = [e for e in rm.MANIFEST if set(e.families) & set(families)]
+    if only:
+        chosen = [e for e in chosen if any(k in e.name for k in only.split(","))]
     if quick:
         chosen = [e for e in chosen if e.name == "tashkeel_rawi_int8"]
     return rm, families, chosen
@@ -151,7 +156,7 @@ def _geomeans(ratios: dict[str, list[float]], targets: dict[str, float]) -> None
 
 def real(args: argparse.Namespace) -> None:
     """The table over the published models of ``tests/real_models.py``, geometric mean per family."""
-    rm, families, chosen = _chosen(args.real, args.quick)
+    rm, families, chosen = _chosen(args.real, args.quick, args.only)
     if args.quick:
         args.repeat = 1
     print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}  families")
@@ -180,7 +185,7 @@ def real(args: argparse.Namespace) -> None:
 
 def first(args: argparse.Namespace) -> None:
     """The table of first-run times (load, compile, run once) over the published models."""
-    rm, families, chosen = _chosen(args.first, args.quick)
+    rm, families, chosen = _chosen(args.first, args.quick, args.only)
     repeat = 1 if args.quick else max(1, min(args.repeat, 5))
     print(f"{'model':<28}{'graphexec ms':>14}{'onnxruntime ms':>16}{'ratio':>8}{'cold ms: ours':>15}{'ort':>8}  "
           "families  (load + first run)")
