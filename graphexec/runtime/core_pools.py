@@ -54,6 +54,9 @@ def finished(c: Cohort, now: float) -> bool:
     return c.left <= DONE_EPS or now + c.left / c.rate <= now
 
 
+_init_cohort = Cohort.__init__   # run on a finished cohort: a new one, without allocating
+
+
 class CorePools:
     """Free cores per pool and the cohorts running on them."""
 
@@ -66,6 +69,7 @@ class CorePools:
         self.next_t = INF
         self.stale = False
         self.log: list[tuple[float, str, int]] = []   # (time, pool, +/- cores), for samples
+        self.spare: Cohort | None = None   # a finished cohort no one holds, to reuse
 
     def busy(self, pool: str) -> int:
         return self.total[pool] - self.free[pool]
@@ -147,3 +151,84 @@ class CorePools:
             bw -= alloc * c.n
             n -= c.n
         self.next_t = self.t + min([c.left / c.rate for c in cohorts])
+
+    def fill(self, active: list[Any], now: float) -> None:
+        """Hand free cores to the waiting kernels ``active`` (in urgency order) at ``now``;
+        those with every block placed leave the list (in place: the caller holds it)."""
+        free, log, cohorts = self.free, self.log, self.cohorts
+        placed = 0
+        for task in active:
+            pool = task.pool
+            n = free[pool]
+            if n <= 0:
+                continue
+            left = task.blocks_left
+            if left < n:
+                n = left
+            limit = task.stream.core_limit
+            if limit is not None and task.unit in limit:   # a stream runs one kernel at a time
+                n = min(n, limit[task.unit] - task.blocks_running)
+                if n <= 0:
+                    continue
+            if now > self.t:   # ``place``, unrolled
+                if cohorts:
+                    self.advance(now)
+                else:
+                    self.t = now
+            free[pool] -= n
+            log.append((now, pool, n))
+            c = self.spare
+            if c is None:
+                c = Cohort(task, pool, n, task.block_us, task.block_bytes)
+            else:
+                self.spare = None
+                _init_cohort(c, task, pool, n, task.block_us, task.block_bytes)
+            cohorts.append(c)
+            self.stale = True
+            task.blocks_left = left = left - n
+            task.blocks_running = running = task.blocks_running + n
+            if running > task.max_cores:
+                task.max_cores = running
+            if left == 0:
+                placed += 1
+        if placed:
+            if placed == len(active):
+                active.clear()
+            else:
+                active[:] = [t for t in active if t.blocks_left]
+
+    def place_alone(self, task: Any, now: float) -> bool:
+        """``fill`` of one kernel on idle cores, then its ``retime`` (the same operations in
+        order); True when blocks of it still wait for cores."""
+        free, pool = self.free, task.pool
+        n, left = free[pool], task.blocks_left
+        if left < n:
+            n = left
+        limit = task.stream.core_limit
+        if limit is not None and task.unit in limit:
+            n = min(n, limit[task.unit] - task.blocks_running)
+        if n <= 0:   # no core it may take: it waits
+            return True
+        if now > self.t:
+            self.t = now
+        free[pool] -= n
+        self.log.append((now, pool, n))
+        c = self.spare
+        if c is None:
+            c = Cohort(task, pool, n, task.block_us, task.block_bytes)
+        else:
+            self.spare = None
+            _init_cohort(c, task, pool, n, task.block_us, task.block_bytes)
+        self.cohorts.append(c)
+        task.blocks_left = left = left - n
+        task.blocks_running = running = task.blocks_running + n
+        if running > task.max_cores:
+            task.max_cores = running
+        self.stale = False   # ``retime`` of one cohort
+        if c.bytes > 0:   # ``solo_rate``
+            r, share = 1.0 / c.time, self.bw / (c.n * c.bytes)
+            c.rate = rate = share if share < r else r
+        else:
+            c.rate = rate = 1.0 / c.time
+        self.next_t = self.t + c.left / rate
+        return left > 0

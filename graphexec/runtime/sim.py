@@ -17,62 +17,20 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from collections import deque
 from typing import Any, Callable
 
-from graphexec.runtime.core_pools import INF, Cohort, CorePools
+from graphexec.runtime.core_pools import DONE_EPS, INF, CorePools
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
 from graphexec.runtime.sim_group import SimGroup
+from graphexec.runtime.sim_task import DeviceTask
 from graphexec.runtime.waves import run_shared_waves, run_waves
 
 __all__ = ["DeviceTask", "HOST_COPY_BYTES_PER_US", "SimGroup", "Simulator"]
 
 HOST_COPY_BYTES_PER_US = 10e3   # assumption: a host-to-host memcpy runs at ~10 GB/s
 FAST_WAVES = True   # run a lone kernel's waves in one loop (``waves.py``); False: one step per wave
-
-
-@dataclass(eq=False, slots=True)
-class DeviceTask:
-    """One entry of a stream's command queue.
-
-    ``start_fn`` runs when the task starts (a kernel reads and computes then) and its
-    return value goes to ``end_fn`` when the task ends (the kernel's writes).
-    ``reads``/``writes`` are ``(ptr, nbytes, name)`` ranges for the hazard checker.
-    """
-
-    kind: str                       # "kernel", "memcpy", "record", "wait", "reset", "callback", "control"
-    stream: Any
-    name: str = ""
-    unit: str = "vector"            # "cube", "vector", "aicpu", "copy" or "" for control tasks
-    block_dim: int = 1
-    flops: float = 0.0
-    bytes: float = 0.0
-    dtype: str = "float16"
-    copy_kind: str = "d2d"
-    event: Any = None
-    start_fn: Callable[[], Any] | None = None
-    end_fn: Callable[[Any], None] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    reads: tuple | list = ()
-    writes: tuple | list = ()
-    seq: int = 0
-    enqueue_t: float = 0.0
-    start_t: float | None = None
-    end_t: float | None = None
-    blocks_left: int = 0
-    blocks_running: int = 0
-    block_us: float = 0.0
-    block_bytes: float = 0.0
-    ready_t: float = 0.0
-    result: Any = None
-    max_cores: int = 0
-    driver: Any = None              # decides when the task ends (a peer copy's link, a collective)
-    pool: str = ""                  # the core pool its blocks run on (set when it starts)
-
-    @property
-    def done(self) -> bool:
-        return self.end_t is not None
 
 
 def _by_priority(s: Any) -> tuple[int, int]:
@@ -92,7 +50,11 @@ class Simulator:
         if group is not None:
             group.sims.append(self)
         self.now = 0.0
-        self._timers: list[tuple[float, int, Callable[[Any], None] | None, Any]] = []
+        self._timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        # kernels whose blocks become ready: (time, seq, task). Each is pushed at the clock
+        # plus the constant task overhead and the clock never goes back, so they come due in
+        # the order pushed: a FIFO, merged with the heap by (time, seq) as one heap would be
+        self._ready: deque[tuple[float, int, DeviceTask]] = deque()
         self._seq = itertools.count()
         self.streams: list[Any] = []
         aicpu = profile.aicpu_cores
@@ -100,7 +62,7 @@ class Simulator:
                  else {"cube": profile.ai_cores, "vector": profile.vector_cores})
         self.cores = CorePools({**pools, "aicpu": aicpu}, profile.hbm_bytes_per_us)
         self._copy_free: dict[str, float] = {}
-        self._peaks: dict[tuple[str, str], float] = {}
+        self._kinds: dict[tuple[str, str], tuple[str, float]] = {}   # (unit, dtype) -> (pool, peak)
         self._pool = {u: self.pool_of(u) for u in ("cube", "vector", "aicpu")}
         self._overhead = profile.task_overhead_us
         self._active: list[DeviceTask] = []      # kernels with blocks not yet placed
@@ -149,7 +111,10 @@ class Simulator:
     def next_t(self) -> float:
         """When this device's next event is due (INF: none)."""
         t = self._timers[0][0] if self._timers else INF
-        return min(t, self.cores.next_t)
+        if self._ready and self._ready[0][0] < t:
+            t = self._ready[0][0]
+        c = self.cores.next_t
+        return c if c < t else t
 
     def at(self, t: float, fn: Callable[[Any], None], arg: Any) -> None:
         """Call ``fn(arg)`` at simulated time ``t`` (another device's or the fabric's doing)."""
@@ -168,39 +133,80 @@ class Simulator:
         """Handle everything due at the next event time, if it is <= ``limit``; a lone
         kernel's wave ends before the next timer and before ``horizon`` (another device's
         next event) may all go at once (``waves.py``)."""
-        timers, cores = self._timers, self.cores
+        timers, ready, cores = self._timers, self._ready, self.cores
         t_timer = timers[0][0] if timers else INF
-        t = t_core = cores.next_t
-        if t_core < t_timer:
+        if ready and ready[0][0] < t_timer:
+            t_timer = ready[0][0]
+        t = cores.next_t
+        if t < t_timer:   # blocks end, no timer is due
             if t > limit:
                 return False
+            cohorts = cores.cohorts
+            if t < horizon and self._fast:   # the waves' own first checks here, where they are cheap
+                stop = t_timer if t_timer < horizon else horizon
+                if len(cohorts) == 1:
+                    if cohorts[0].task.blocks_left > 0 and run_waves(self, t, limit, stop):
+                        return True
+                elif self._active and run_shared_waves(self, t, limit, stop):
+                    return True
+            if t > self.now:
+                self.now = t
+            if len(cohorts) == 1:   # ``CorePools.pop_done`` of one cohort, unrolled
+                c = cohorts[0]
+                dt = t - cores.t
+                if dt > 0:
+                    c.left -= c.rate * dt
+                    cores.t = t
+                if c.left <= DONE_EPS or t + c.left / c.rate <= t:
+                    cores.cohorts = []
+                    cores.free[c.pool] += c.n
+                    cores.log.append((t, c.pool, -c.n))
+                    cores.stale = True
+                    task = c.task   # ``_blocks_done``
+                    task.blocks_running -= c.n
+                    if task.blocks_left == 0 and task.blocks_running == 0:
+                        self._finish(task)
+                    cores.spare = c   # no one holds it now: the next placement reuses it
+            else:
+                for c in cores.pop_done(t):
+                    self._blocks_done(c)
+            if (timers and timers[0][0] <= t) or (ready and ready[0][0] <= t):   # an end's doing
+                self._due(t)
         else:
             t = t_timer
             if t > limit or t == INF:
                 return False
-        if t_core < t_timer and t < horizon and self._fast:
-            stop = t_timer if t_timer < horizon else horizon
-            if run_waves(self, t, limit, stop) if len(cores.cohorts) == 1 else run_shared_waves(self, t, limit, stop):
-                return True
-        if t > self.now:
-            self.now = t
-        if t_core <= t:
-            for cohort in cores.pop_done(t):   # ``_blocks_done``
-                task = cohort.task
-                task.blocks_running -= cohort.n
-                if task.blocks_left == 0 and task.blocks_running == 0:
-                    self._finish(task)
-        while timers and timers[0][0] <= t:
-            _, _, fn, arg = heapq.heappop(timers)
-            if fn is None:   # a kernel's blocks are ready: they queue for cores by urgency
-                if self._active:
-                    bisect.insort(self._active, arg, key=_urgency)
-                else:
-                    self._active.append(arg)
-            else:
-                fn(arg)
+            if t > self.now:
+                self.now = t
+            if not cores.cohorts:
+                if (not self._active and ready and ready[0][0] <= t and not (timers and timers[0][0] <= t)
+                        and (len(ready) == 1 or ready[1][0] > t) and not self._dirty):
+                    task = ready.popleft()[2]   # the one thing due: a kernel's blocks, on an idle device
+                    if cores.place_alone(task, t):
+                        self._active.append(task)
+                    return True
+            elif cores.next_t <= t:
+                for c in cores.pop_done(t):
+                    self._blocks_done(c)
+            self._due(t)
         self._settle()
         return True
+
+    def _due(self, t: float) -> None:
+        """Run the timers due by ``t`` in (time, seq) order across the heap and the FIFO."""
+        timers, ready, active = self._timers, self._ready, self._active
+        while True:
+            if ready and ready[0][0] <= t and not (timers and timers[0] < ready[0]):
+                task = ready.popleft()[2]   # a kernel's blocks are ready: they queue for cores by urgency
+                if active:
+                    bisect.insort(active, task, key=_urgency)
+                else:
+                    active.append(task)
+            elif timers and timers[0][0] <= t:
+                _, _, fn, arg = heapq.heappop(timers)
+                fn(arg)
+            else:
+                return
 
     def _settle(self) -> None:
         """Start what can start now, hand out free cores, and time the running blocks."""
@@ -209,35 +215,53 @@ class Simulator:
             if len(dirty) == 1:
                 self._run_stream(dirty.pop())
                 continue
-            ready = sorted(dirty, key=_by_priority)
+            streams = sorted(dirty, key=_by_priority)
             dirty.clear()
-            for s in ready:
+            for s in streams:
                 self._run_stream(s)
         if self._active:
-            self._fill_cores()
+            self.cores.fill(self._active, self.now)
         cores = self.cores
         if cores.stale:
-            if cores.cohorts:
+            cohorts = cores.cohorts
+            if len(cohorts) == 1:   # ``retime`` of one cohort, unrolled
+                cores.stale = False
+                c = cohorts[0]
+                if c.bytes > 0:   # ``solo_rate``
+                    r, share = 1.0 / c.time, cores.bw / (c.n * c.bytes)
+                    c.rate = rate = share if share < r else r
+                else:
+                    c.rate = rate = 1.0 / c.time
+                cores.next_t = cores.t + c.left / rate
+            elif cohorts:
                 cores.retime()
             else:   # ``retime`` with nothing running
                 cores.stale, cores.next_t = False, cores.t + INF
 
     def _run_stream(self, s: Any) -> None:
-        while s.active is None and s.queue:
-            head = s.queue[0]
-            if head.enqueue_t > self.now:
+        queue, now = s.queue, self.now
+        while s.active is None and queue:
+            head = queue[0]
+            if head.enqueue_t > now:
                 self._at(head.enqueue_t, self._dirty.add, s)
                 return
             try:
+                if head.kind == "kernel" and head.driver is None:   # ``_start`` of a kernel, unrolled
+                    head.start_t = now
+                    if head.start_fn is not None:
+                        head.result = head.start_fn()
+                    self._queue_blocks(head, now)
+                    queue.popleft()
+                    return   # its stream is busy now
                 started = self._start(head)
             except BaseException:   # its start raised (a fault, Ctrl-C): it ends here, the clock stays usable
-                s.queue.popleft()
+                queue.popleft()
                 self._drop(head)
                 raise
             if not started:   # a wait: only the record it binds to can let it start
                 self._blocked.setdefault(head.event.record_task, []).append(s)
                 return
-            s.queue.popleft()
+            queue.popleft()
 
     # ---- task kinds ------------------------------------------------------------
     def _start(self, task: DeviceTask) -> bool:
@@ -247,16 +271,8 @@ class Simulator:
             task.start_t = self.now
             if task.start_fn is not None:
                 task.result = task.start_fn()
-            if task.driver is None:   # its blocks queue for cores once the task overhead has passed
-                n = task.block_dim if task.block_dim > 1 else 1
-                task.pool = self._pool.get(task.unit) or self.pool_of(task.unit)
-                peak = self._peaks.get((task.unit, task.dtype)) or self._peak(task.unit, task.dtype)
-                task.blocks_left = n
-                task.block_us = task.flops / n / peak
-                task.block_bytes = task.bytes / n
-                task.ready_t = ready = self.now + self._overhead
-                task.stream.active = task
-                heapq.heappush(self._timers, (ready, next(self._seq), None, task))   # None: "ready"
+            if task.driver is None:
+                self._queue_blocks(task, self.now)
                 return True
         elif kind == "wait" and not task.event.is_complete_at(self.now):
             return False
@@ -282,6 +298,19 @@ class Simulator:
                 self._wake_blocked(task)
         return True
 
+    def _queue_blocks(self, task: DeviceTask, now: float) -> None:
+        """A kernel has started: its blocks queue for cores once the task overhead has passed."""
+        n = task.block_dim if task.block_dim > 1 else 1
+        unit = task.unit
+        kind = self._kinds.get((unit, task.dtype)) or self._kind(unit, task.dtype)
+        task.pool, peak = kind
+        task.blocks_left = n
+        task.block_us = task.flops / n / peak
+        task.block_bytes = task.bytes / n
+        task.ready_t = ready = now + self._overhead
+        task.stream.active = task
+        self._ready.append((ready, next(self._seq), task))
+
     def _wake_blocked(self, record: DeviceTask) -> None:
         """``record`` ran: the streams blocked on a wait for it look again, on every device
         of the group (a stream may wait on another device's event). Only those: waking
@@ -299,11 +328,11 @@ class Simulator:
         if streams is not None:
             self._dirty.update(streams)
 
-    def _peak(self, unit: str, dtype: str) -> float:
-        """Flops per microsecond of one core of ``unit`` at ``dtype`` (cached)."""
-        peak = self.profile.unit_rate(unit, dtype)
-        self._peaks[(unit, dtype)] = peak
-        return peak
+    def _kind(self, unit: str, dtype: str) -> tuple[str, float]:
+        """The pool of ``unit`` and the flops per microsecond of one of its cores at ``dtype`` (cached)."""
+        kind = self._kinds[(unit, dtype)] = (self._pool.get(unit) or self.pool_of(unit),
+                                             self.profile.unit_rate(unit, dtype))
+        return kind
 
     def _copy_end(self, task: DeviceTask) -> float:
         """When a copy ends on its engine; one engine per direction, first come first served."""
@@ -313,40 +342,6 @@ class Simulator:
         end = start + self.profile.task_overhead_us + task.bytes / bw
         self._copy_free[kind] = end
         return end
-
-    def _fill_cores(self) -> None:
-        """Hand free cores to waiting blocks, highest-priority stream first."""
-        cores, now = self.cores, self.now
-        free, log, cohorts = cores.free, cores.log, cores.cohorts
-        placed = False
-        for task in self._active:
-            pool = task.pool
-            n = free[pool]
-            if n <= 0:
-                continue
-            if task.blocks_left < n:
-                n = task.blocks_left
-            limit = task.stream.core_limit
-            if limit is not None and task.unit in limit:   # a stream runs one kernel at a time
-                n = min(n, limit[task.unit] - task.blocks_running)
-                if n <= 0:
-                    continue
-            if now > cores.t:   # ``CorePools.place``, unrolled
-                if cohorts:
-                    cores.advance(now)
-                else:
-                    cores.t = now
-            free[pool] -= n
-            log.append((now, pool, n))
-            cohorts.append(Cohort(task, pool, n, task.block_us, task.block_bytes))
-            cores.stale = True
-            task.blocks_left -= n
-            task.blocks_running += n
-            if task.blocks_running > task.max_cores:
-                task.max_cores = task.blocks_running
-            placed = placed or task.blocks_left == 0
-        if placed:   # every block placed: those kernels leave the queue
-            self._active = [t for t in self._active if t.blocks_left]
 
     def _blocks_done(self, cohort: Any) -> None:
         task = cohort.task
