@@ -184,18 +184,20 @@ class CachingAllocator:
         """A pointer to at least ``size`` bytes for use on ``stream``."""
         if size <= 0:
             raise invalid_param(f"malloc size must be > 0, got {size}")
-        need = -(-size // MIN_SPLIT) * MIN_SPLIT if self.rules.torch else request_size(size)
+        rules = self.rules
+        need = -(-size // MIN_SPLIT) * MIN_SPLIT if rules.torch else request_size(size)
         small = need <= SMALL
         if self.pending:
             self._collect()
-        block = self._best_fit(need, stream, small)
+        block = self._take(need, stream, small)
         if block is None:
             self._misses += 1
             block = self._new_segment(need, stream, small)
         else:
             self._hits += 1
-        self._unidle(block)
-        self._split(block, need)
+        rest = block.size - need
+        if rest >= MIN_SPLIT and rules.can_split(rest, block.small, block.size):   # ``_split``: every rule needs that
+            self._split(block, need)
         block.free = False
         block.used_by = {stream}
         block.requested = size
@@ -219,18 +221,18 @@ class CachingAllocator:
         if block is None:
             raise invalid_handle(f"free of {ptr:#x}, which the caching allocator did not hand out or freed twice")
         self.counters.log += (block.size << 4 | FREE << 1 | block.small, block.requested)
-        others = [s for s in block.used_by if s is not block.stream and not s.destroyed] \
-            if len(block.used_by) > 1 else ()
-        events = []
-        for s in sorted(others, key=lambda s: s.id):
-            ev = self.dev.create_event()
-            self.dev.record_event(ev, s)
-            events.append(ev)
-        if events:
-            block.events = events
-            self.pending.append(block)
-        else:
-            self._release(block)
+        if len(block.used_by) > 1:
+            others = [s for s in block.used_by if s is not block.stream and not s.destroyed]
+            events = []
+            for s in sorted(others, key=lambda s: s.id):
+                ev = self.dev.create_event()
+                self.dev.record_event(ev, s)
+                events.append(ev)
+            if events:
+                block.events = events
+                self.pending.append(block)
+                return
+        self._release(block)
 
     def empty_cache(self) -> None:
         """Give wholly free segments back to the device."""
@@ -271,25 +273,26 @@ class CachingAllocator:
                 still.append(block)
         self.pending = still
 
-    def _best_fit(self, need: int, stream: Any, small: bool) -> Block | None:
-        """The smallest idle block of ``stream``'s pool that serves ``need`` (ties: lowest address)."""
+    def _take(self, need: int, stream: Any, small: bool) -> Block | None:
+        """The smallest idle block of ``stream``'s pool that serves ``need`` (ties: lowest
+        address), taken out of the idle index."""
         rules = self.rules
-        blocks = self._idle.get((stream, small or not rules.torch), ())
-        for k in range(bisect.bisect_left(blocks, (need,)), len(blocks)):
-            b = blocks[k][3]
-            if rules.max_split_size is None or rules.fits(b, need):
-                return b
-        return None
-
-    def _key(self, block: Block) -> tuple[Any, bool]:
-        return block.stream, block.small
+        blocks = self._idle.get((stream, small or not rules.torch))
+        if not blocks:
+            return None
+        k = bisect.bisect_left(blocks, (need,))
+        if rules.max_split_size is not None:
+            while k < len(blocks) and not rules.fits(blocks[k][3], need):
+                k += 1
+        return blocks.pop(k)[3] if k < len(blocks) else None
 
     def _reidle(self, block: Block) -> None:
-        bisect.insort(self._idle.setdefault(self._key(block), []), (block.size, block.segment, block.offset, block))
+        bisect.insort(self._idle.setdefault((block.stream, block.small), []),
+                      (block.size, block.segment, block.offset, block))
 
     def _unidle(self, block: Block) -> None:
         """Take ``block`` out of the idle index if it is there (before its size changes)."""
-        blocks = self._idle.get(self._key(block))
+        blocks = self._idle.get((block.stream, block.small))
         if blocks:
             k = bisect.bisect_left(blocks, (block.size, block.segment, block.offset))
             if k < len(blocks) and blocks[k][3] is block:
@@ -313,11 +316,10 @@ class CachingAllocator:
         return block
 
     def _split(self, block: Block, need: int) -> None:
-        rest = block.size - need
-        if not self.rules.can_split(rest, block.small, block.size):
-            return
+        """Cut ``block`` to ``need`` bytes; the rest is an idle block of its own (``malloc``
+        has checked that the rules let it split)."""
         blocks = self.segments[block.segment]
-        tail = Block(block.segment, block.offset + need, rest, block.stream, small=block.small)
+        tail = Block(block.segment, block.offset + need, block.size - need, block.stream, small=block.small)
         blocks.insert(blocks.index(block) + 1, tail)
         block.size = need
         self._reidle(tail)
@@ -328,16 +330,19 @@ class CachingAllocator:
         block.used_by = frozenset()
         blocks = self.segments[block.segment]
         i = blocks.index(block)
-        for j in (i + 1, i - 1):   # coalesce with free neighbours of the same pool
-            if 0 <= j < len(blocks):
-                other = blocks[j]
-                if other.free and not other.events and other.stream is block.stream:
-                    self._unidle(other)
-                    first, second = (block, other) if j > i else (other, block)
-                    first.size += second.size
-                    blocks.remove(second)
-                    block = first
-                    i = blocks.index(block)
+        if i + 1 < len(blocks):   # coalesce with free neighbours of the same pool: the next one ...
+            other = blocks[i + 1]
+            if other.free and not other.events and other.stream is block.stream:
+                self._unidle(other)
+                block.size += other.size
+                del blocks[i + 1]
+        if i > 0:                 # ... then the one before
+            other = blocks[i - 1]
+            if other.free and not other.events and other.stream is block.stream:
+                self._unidle(other)
+                other.size += block.size
+                del blocks[i]
+                block = other
         self._reidle(block)
 
     def _block_at(self, ptr: int) -> Block | None:

@@ -88,6 +88,16 @@ class _Scanning:
         return min(fits)[3] if fits else None
 
 
+def _check_segments(alloc) -> None:
+    """Blocks tile each segment in address order, and no two free neighbours of one stream
+    are left uncoalesced."""
+    for base, blocks in alloc.segments.items():
+        assert [b.offset for b in blocks] == [0] + [b.offset + b.size for b in blocks[:-1]]
+        assert sum(b.size for b in blocks) == alloc.dev.memory.segment(base)[0].size
+        for a, b in zip(blocks, blocks[1:]):
+            assert not (a.free and b.free and a.stream is b.stream), (a, b)
+
+
 @pytest.mark.parametrize("torch_rules", [False, True])
 def test_bisected_best_fit_agrees_with_a_scan(torch_rules):
     """Random mallocs and frees on two streams (sizes across the small/large pools, a max
@@ -101,8 +111,11 @@ def test_bisected_best_fit_agrees_with_a_scan(torch_rules):
     rules = replace(TORCH, max_split_size=4 << 20) if torch_rules else CANN
 
     class Scan(CachingAllocator):
-        def _best_fit(self, need, stream, small):
-            return _Scanning.best_fit(self, need, stream, small)
+        def _take(self, need, stream, small):
+            block = _Scanning.best_fit(self, need, stream, small)
+            if block is not None:
+                self._unidle(block)
+            return block
 
     rng = np.random.default_rng(7)
     allocs = []
@@ -110,7 +123,7 @@ def test_bisected_best_fit_agrees_with_a_scan(torch_rules):
         dev = Device("ascend910")
         allocs.append((cls(dev, rules), [dev.default_stream, dev.create_stream()]))
     live: list[list[int]] = [[], []]
-    for _ in range(3000):
+    for step in range(3000):
         if live[0] and rng.random() < 0.45:
             k = int(rng.integers(len(live[0])))
             for (a, _), ptrs in zip(allocs, live):
@@ -126,6 +139,8 @@ def test_bisected_best_fit_agrees_with_a_scan(torch_rules):
                     a.note_use(got[0], streams[1 - s])
             for ptrs, p in zip(live, got):
                 ptrs.append(p)
+        if step % 10 == 0:
+            _check_segments(allocs[0][0])
     fast = allocs[0][0]
     indexed = sorted(id(t[3]) for blocks in fast._idle.values() for t in blocks)
     assert indexed == sorted(id(b) for bs in fast.segments.values() for b in bs if b.free and not b.events)
