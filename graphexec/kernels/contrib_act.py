@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec.kernels.contrib_util import DOMAIN, attr_check, need, refuse, reuse, work
+from graphexec.kernels.gelu_erf import gelu_erf
 from graphexec.kernels.nn import gelu as _onnx_gelu
 from graphexec.kernels.nn import softmax as _onnx_softmax
 from graphexec.kernels.registry import OpContext, register
@@ -19,26 +20,41 @@ _ERF = OpContext("Gelu", {"approximate": "none"})
 _TANH = OpContext("Gelu", {"approximate": "tanh"})
 
 
-def _biased(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """x + bias in the compute dtype; the bias is 1-D, one value per last-axis element."""
+def _checked(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """x and bias in the compute dtype; the bias is 1-D, one value per last-axis element."""
     xw, bw = work(ctx, x, bias)
-    if bw is None:
-        return xw
-    if bw.ndim != 1 or x.ndim == 0 or bw.shape[0] != x.shape[-1]:
+    if bw is not None and (bw.ndim != 1 or x.ndim == 0 or bw.shape[0] != x.shape[-1]):
         refuse(ctx, f"bias of shape {bw.shape} does not fit input {x.shape} (one value per last-axis element)")
-    return xw + bw
+    return xw, bw
+
+
+def _biased(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """x + bias in the compute dtype."""
+    xw, bw = _checked(ctx, x, bias)
+    return xw if bw is None else xw + bw
+
+
+def _erf_gelu(ctx: OpContext, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """Gelu(x + bias), erf form, in x's dtype. float32 math goes through ``gelu_erf``'s
+    pieces: the bits of the whole-tensor formula (float64 erfc, rounded to float32, then to
+    x's dtype), without its whole-tensor temporaries (128x1536: about 3.5x faster; at
+    MiniLM's 32x1536 the same time)."""
+    xw, bw = _checked(ctx, x, bias)
+    if xw.dtype == np.float32 and (bw is None or bw.dtype == np.float32):
+        return gelu_erf(xw, np.dtype(np.float32), bw).astype(x.dtype, copy=False)
+    return _onnx_gelu(_ERF, xw if bw is None else xw + bw).astype(x.dtype)
 
 
 @register("Gelu", domain=DOMAIN)
 def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     """0.5 x (1 + erf(x / sqrt 2)), the erf form (BERT's)."""
-    return _onnx_gelu(_ERF, _biased(ctx, x, None)).astype(x.dtype)
+    return _erf_gelu(ctx, x, None)
 
 
 @register("BiasGelu", domain=DOMAIN)
 def bias_gelu(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Gelu(A + B): the bias Add that precedes a Gelu, fused."""
-    return _onnx_gelu(_ERF, _biased(ctx, a, b)).astype(a.dtype)
+    return _erf_gelu(ctx, a, b)
 
 
 @register("FastGelu", domain=DOMAIN)

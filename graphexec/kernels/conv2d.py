@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from graphexec.kernels import parallel, scratch, winograd
+from graphexec.kernels import channels, parallel, scratch, winograd
 from graphexec.kernels.registry import OpContext, fits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -63,7 +63,7 @@ def fast_conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
         else:
             _grouped(x[i], w, groups, geo, y[i])
     if b is not None:
-        y += b.reshape(1, m, 1, 1)
+        channels.apply(np.add, y, b.reshape(1, m, 1, 1), y)
     return y
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.kernels import channels
+from graphexec.kernels.gelu_erf import gelu_erf, gelu_erf_whole
 from graphexec.kernels.registry import OpContext, Unsupported, fits, register
 
 _FLOATS = (np.float16, np.float32, np.float64)
@@ -111,8 +113,8 @@ def batch_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray,
     dt = np.result_type(xw, scale, b, mean, var, np.float32)
     k, shift = _bn_coefficients(ctx, dt, x.ndim, scale, b, mean, var)
     if dt == x.dtype and out is not None and out.shape == x.shape and out.dtype == x.dtype:
-        np.multiply(x, k, out=out)
-        out += shift
+        channels.apply(np.multiply, x, k, out)
+        channels.apply(np.add, out, shift, out)
         return out
     y = xw * k if xw.dtype == dt else xw.astype(dt) * k
     y += shift
@@ -265,46 +267,6 @@ def dropout(ctx: OpContext, x: np.ndarray, ratio: np.ndarray | None = None,
     return x.copy(), np.ones(x.shape, dtype=bool)
 
 
-_ERFC = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
-         -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
-
-
-def _erfc_nonneg(a: np.ndarray) -> np.ndarray:
-    """erfc of float64 ``a >= 0``, fractional error < 1.2e-7 (Numerical Recipes erfcc), in a
-    new array; relative accuracy in the tail keeps Gelu of large negative inputs accurate."""
-    t = a * 0.5
-    t += 1.0
-    np.reciprocal(t, out=t)
-    p = t * _ERFC[0]
-    p += _ERFC[1]
-    for c in _ERFC[2:]:
-        p *= t
-        p += c
-    p -= a * a
-    np.exp(p, out=p)
-    p *= t
-    return p
-
-
-def _gelu_erf(x: np.ndarray) -> np.ndarray:
-    """x Phi(x), Phi(x) = 1 - erfc(x/sqrt2)/2 for x > 0, erfc(-x/sqrt2)/2 otherwise: as one
-    formula, |step(x) - erfc(|x|/sqrt2)/2| (no select: numpy's where on a mixed mask costs more
-    than the rest). float64 needs full precision: math.erfc per element; narrower floats use
-    the fast approximation in float64."""
-    xd = x.astype(np.float64)
-    if x.dtype == np.float64:   # frompyfunc gives an object array
-        e = np.asarray(np.frompyfunc(math.erfc, 1, 1)(-xd / math.sqrt(2)), dtype=np.float64)
-        return 0.5 * xd * e
-    a = np.abs(xd)
-    a *= 1 / math.sqrt(2)
-    h = _erfc_nonneg(a)
-    h *= -0.5
-    h += np.greater(xd, 0.0, out=a)   # a is free again: the step as 0.0 / 1.0
-    np.abs(h, out=h)
-    h *= xd
-    return h
-
-
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     """x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation for negative x;
     float32 math for float16/32 (like onnxruntime), float64 for float64."""
@@ -329,5 +291,10 @@ def gelu(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     if approx not in ("tanh", "none"):
         raise Unsupported(f"Gelu: approximate={approx!r}")
     x1 = x.reshape(1) if x.ndim == 0 else x   # the in-place steps need arrays, not numpy scalars
-    y = _gelu_tanh(x1) if approx == "tanh" else _gelu_erf(x1)
+    if approx == "tanh":
+        y = _gelu_tanh(x1)
+    elif x.dtype == np.float64:
+        y = gelu_erf_whole(x1)
+    else:   # float64 math in cache-sized pieces, rounded once to x's dtype: the same bits
+        y = gelu_erf(x1, x.dtype)
     return y.reshape(x.shape).astype(x.dtype, copy=False)
