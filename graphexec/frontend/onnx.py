@@ -7,13 +7,15 @@ shape pass, so one loaded graph serves every batch size.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
+from onnx.external_data_helper import uses_external_data
 
 from graphexec._limits import check_file_size, gc_paused
 from graphexec.errors import ModelLoadError
@@ -29,9 +31,16 @@ from graphexec.frontend.onnx_checks import (
     parse_failure,
 )
 from graphexec.frontend.onnx_meta import check_meta_schedule, read_meta
+from graphexec.frontend.onnx_stream import raw_bytes, split_weights
 from graphexec.frontend.provenance import record
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 from graphexec.ir.onnx_proto import tensor_type
+
+STREAM_MIN_BYTES = 32 << 20   # smaller files parse whole as fast as they split (measured: 23 MB)
+_T = onnx.TensorProto
+# element types whose raw bytes to_array unpacks (strings ignore raw_data)
+_PACKED = frozenset({_T.UNDEFINED, _T.STRING, _T.INT4, _T.UINT4, _T.FLOAT4E2M1, _T.INT2, _T.UINT2,
+                     _T.FLOAT6E2M3, _T.FLOAT6E3M2})
 
 
 def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
@@ -41,6 +50,33 @@ def read_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
 
 def read_model_files(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, list[Path]]:
     """:func:`read_model`, and the external data files it read."""
+    p = _readable(path)
+    model = parse_model(_read(p), str(p))
+    return model, load_external_data(model, p.parent, str(p))
+
+
+def read_model_weights(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, dict[int, np.ndarray], list[Path]]:
+    """:func:`read_model_files` for loading: a file of STREAM_MIN_BYTES or more, at least half
+    of it initializers' ``raw_data``, comes with those apart, read straight into arrays
+    (``onnx_stream.py``), by initializer index; :func:`from_onnx` takes them as ``raws``."""
+    p = _readable(path)
+    split, size = None, p.stat().st_size
+    if size >= STREAM_MIN_BYTES:
+        try:
+            with p.open("rb") as f:
+                weights = raw_bytes(f, size)
+                if weights is not None and 2 * weights >= size:   # mostly raw weights: worth splitting
+                    f.seek(0)
+                    split = split_weights(f, size)
+        except OSError as e:
+            raise ModelLoadError(f"{p}: cannot read: {e.strerror or e}") from None
+    data, raws = split if split is not None else (_read(p), {})
+    model = parse_model(data, str(p))
+    return model, raws, load_external_data(model, p.parent, str(p))
+
+
+def _readable(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a regular file within the host budget, or ModelLoadError saying why not."""
     p = Path(path)
     if not p.exists():
         raise ModelLoadError(f"{p}: no such file")
@@ -49,14 +85,17 @@ def read_model_files(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, lis
     if not p.is_file():  # a device or a pipe (/dev/zero) would be read forever
         raise ModelLoadError(f"{p}: not a regular file")
     check_file_size(p, "ONNX")
+    return p
+
+
+def _read(p: Path) -> bytes:
     try:
         data = p.read_bytes()
     except OSError as e:
         raise ModelLoadError(f"{p}: cannot read: {e.strerror or e}") from None
     if not data:
         raise ModelLoadError(f"{p}: the file is empty")
-    model = parse_model(data, str(p))
-    return model, load_external_data(model, p.parent, str(p))
+    return data
 
 
 def parse_model(data: bytes, where: str = "<bytes>") -> onnx.ModelProto:
@@ -134,11 +173,13 @@ def check_opsets(model: onnx.ModelProto, where: str) -> dict[str, int]:
     return opsets
 
 
-def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None = None) -> Graph:
+def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None = None,
+              raws: Mapping[int, np.ndarray] | None = None) -> Graph:
     """Build the IR from a ModelProto: constants folded in, nodes sorted, verified.
 
     ``base`` is the model file's folder (None for bytes or a proto): paths in its
-    metadata must stay inside it.
+    metadata must stay inside it. ``raws``: initializers' ``raw_data`` read apart
+    (:func:`read_model_weights`), by initializer index.
     """
     g = model.graph
     for i, n in enumerate(g.node):  # first: the checks below walk subgraphs recursively
@@ -149,15 +190,9 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
         check_dims(vi, "input", source)
     graph = Graph(g.name or Path(source).stem, source=source, opsets=check_opsets(model, source),
                   functions=list(model.functions))
-    for init in g.initializer:
+    for i, init in enumerate(g.initializer):
         check_initializer_dims(init, source)
-        try:
-            arr = numpy_helper.to_array(init)
-        except KeyError:
-            raise ModelLoadError(f"{source}: initializer {init.name!r} has data type {init.data_type}, "
-                                 "which onnx does not know") from None
-        except (ValueError, TypeError) as e:
-            raise ModelLoadError(f"{source}: initializer {init.name!r} is malformed: {e}") from None
+        arr = _initializer(init, raws.get(i) if raws else None, source)
         graph.values[init.name] = Value(init.name, TensorType(arr.dtype, arr.shape), arr)
     if len(g.sparse_initializer):
         raise ModelLoadError(f"{source}: sparse initializers are not supported; densify them first")
@@ -197,6 +232,26 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
     return graph
 
 
+def _initializer(init: onnx.TensorProto, raw: np.ndarray | None, where: str) -> np.ndarray:
+    """The initializer's array, as ``numpy_helper.to_array`` makes it (a read-only view of
+    its raw bytes where it has them); ``raw`` is its ``raw_data`` read apart."""
+    try:
+        if raw is not None:
+            if init.data_type in _PACKED or init.HasField("segment") or uses_external_data(init) \
+                    or sys.byteorder != "little":
+                init.raw_data = raw.tobytes()   # what to_array unpacks or swaps itself
+            else:
+                arr = raw.view(helper.tensor_dtype_to_np_dtype(init.data_type)).reshape(init.dims)
+                arr.flags.writeable = False
+                return arr
+        return numpy_helper.to_array(init)
+    except KeyError:
+        raise ModelLoadError(f"{where}: initializer {init.name!r} has data type {init.data_type}, "
+                             "which onnx does not know") from None
+    except (ValueError, TypeError) as e:
+        raise ModelLoadError(f"{where}: initializer {init.name!r} is malformed: {e}") from None
+
+
 def _declared(vi: onnx.ValueInfoProto, where: str) -> TensorType:
     try:
         return tensor_type(vi.type)
@@ -223,8 +278,8 @@ def _load_onnx(src: Any) -> Graph:
         return from_onnx(src, src.graph.name or "<model>")
     if isinstance(src, (bytes, bytearray)):
         return from_onnx(parse_model(bytes(src)), "<bytes>")
-    model, files = read_model_files(src)
-    graph = from_onnx(model, str(src), Path(src).parent)
+    model, raws, files = read_model_weights(src)
+    graph = from_onnx(model, str(src), Path(src).parent, raws)
     for f in files:  # what the model read: outputs may not replace them
         record(graph, f)
     return graph
