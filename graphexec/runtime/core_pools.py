@@ -107,13 +107,20 @@ class CorePools:
             self.log.append((now, c.pool, -c.n))
             self.stale = True
             return cohorts
-        self.advance(now)
-        done = [c for c in cohorts if c.left <= DONE_EPS or now + c.left / c.rate <= now]
-        if done:
-            if len(done) == len(cohorts):
-                self.cohorts = []
+        dt = now - self.t
+        if dt > 0:   # ``advance``
+            for c in cohorts:
+                c.left -= c.rate * dt
+            self.t = now
+        done: list[Cohort] = []
+        keep: list[Cohort] = []
+        for c in cohorts:
+            if c.left <= DONE_EPS or now + c.left / c.rate <= now:
+                done.append(c)
             else:
-                self.cohorts = [c for c in cohorts if not (c.left <= DONE_EPS or now + c.left / c.rate <= now)]
+                keep.append(c)
+        if done:
+            self.cohorts = keep
             free, log = self.free, self.log
             for c in done:
                 free[c.pool] += c.n
@@ -140,17 +147,20 @@ class CorePools:
         if not cohorts:
             self.next_t = self.t + INF
             return
-        users = sorted([c for c in cohorts if c.bytes > 0], key=_demand)
-        bw, n = self.bw, 0
-        for c in users:
-            n += c.n
+        users, n = [], 0
+        for c in cohorts:
+            if c.bytes > 0:
+                users.append(c)
+                n += c.n
+        users.sort(key=_demand)   # stable: equal demands keep the cohorts' order
+        bw = self.bw
         for c in users:
             share = bw / n
             alloc = share if share < c.demand else c.demand   # min(demand, share), ties alike
             c.rate = alloc / c.bytes
             bw -= alloc * c.n
             n -= c.n
-        self.next_t = self.t + min([c.left / c.rate for c in cohorts])
+        self.next_t = self.t + first_end(cohorts)
 
     def fill(self, active: list[Any], now: float) -> None:
         """Hand free cores to the waiting kernels ``active`` (in urgency order) at ``now``;
@@ -232,3 +242,13 @@ class CorePools:
             c.rate = rate = 1.0 / c.time
         self.next_t = self.t + c.left / rate
         return left > 0
+
+
+def first_end(cohorts: list[Cohort]) -> float:
+    """The least time left of ``cohorts`` at their rates (``min`` of the same quotients)."""
+    m = INF
+    for c in cohorts:
+        x = c.left / c.rate
+        if x < m:
+            m = x
+    return m

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.runtime.core_pools import DONE_EPS
+from graphexec.runtime.core_pools import DONE_EPS, first_end
 
-CLOSED_FORM_WAVES = 24   # equal waves ahead from which numpy is cheaper than the loop
+CLOSED_FORM_WAVES = 2    # equal waves ahead from which the closed form (a plain loop, numpy past LOOP_WAVES) pays
+LOOP_WAVES = 128         # equal waves up to which a plain loop is cheaper than numpy's set-up
 CHUNK = 4096             # equal waves worked out per numpy pass (the host may stop the run early)
 
 
@@ -93,6 +94,8 @@ def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: in
     """Up to ``waves`` wave ends after the cohort placed at ``t``, each placing as many
     blocks as it frees (so nothing changes but the clock): the plain steps' sums and done
     checks, array-wise. Returns the next finish."""
+    if waves <= LOOP_WAVES:
+        return _equal_waves_loop(sim, task, t, d, rate, waves, limit, stop)
     cores = sim.cores
     n = cores.cohorts[0].n
     while waves > 0:
@@ -114,6 +117,29 @@ def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: in
         if j < k:
             break
         waves -= k
+    return t + d
+
+
+def _equal_waves_loop(sim: Any, task: Any, t: float, d: float, rate: float, waves: int,
+                      limit: float, stop: float) -> float:
+    """``_equal_waves`` one wave at a time: the same sums and checks, cheaper than numpy's
+    set-up for a few dozen waves."""
+    j = 0
+    while j < waves:
+        end = t + d
+        dt = end - t
+        rest = 1.0 - rate * dt if dt > 0 else 1.0
+        if not ((rest <= DONE_EPS or end + rest / rate <= end) and end < stop and end <= limit):
+            break
+        t = end
+        j += 1
+    if j:
+        cores = sim.cores
+        if t > sim.now:
+            sim.now = t
+        cores.t = t
+        task.blocks_left -= j * cores.cohorts[0].n
+        cores.next_t = t + d
     return t + d
 
 
@@ -147,10 +173,16 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
             sim.now = t
         cohorts.remove(w)
         cohorts.append(w)
+        rate = w.rate
         w.left, w.rate = 1.0, 1.0 / w.time   # as a new Cohort starts
         task = w.task
         task.blocks_left -= w.n
-        cores.retime()
+        if _tied(w, cohorts):
+            cores.retime()
+        else:   # ``retime`` sorts the same cohorts by demand into the same order: the same rates
+            w.rate = rate
+            cores.stale = False
+            cores.next_t = cores.t + first_end(cohorts)
         moved = True
         if task.blocks_left == 0:
             active.remove(task)
@@ -158,6 +190,19 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
         t = cores.next_t
         if not (t < stop and t <= limit):
             return True
+
+
+def _tied(w: Any, cohorts: list[Any]) -> bool:
+    """Whether another cohort that shares HBM has ``w``'s demand: moving ``w`` to the end
+    of the list then changes their order in ``retime``'s stable sort (and so the shares'
+    rounding). Otherwise the water-filling sees the same cohorts in the same order."""
+    if w.bytes <= 0:
+        return False
+    demand = w.demand
+    for c in cohorts:
+        if c is not w and c.bytes > 0 and c.demand == demand:
+            return True
+    return False
 
 
 def _takes_back(sim: Any, w: Any, free: dict[str, int]) -> bool:
