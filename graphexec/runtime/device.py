@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from graphexec.runtime.codes import (
     invalid_value,
 )
 from graphexec.runtime.hazards import Hazard, HazardChecker, HostOp
+from graphexec.runtime.held import Submitted
 from graphexec.runtime.memory import DeviceMemory
 from graphexec.runtime.profiles import DeviceProfile, load_profile
 from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask, SimGroup, Simulator
@@ -46,26 +47,6 @@ class HostLaunch(NamedTuple):
 
 
 _new_launch = tuple.__new__
-T = TypeVar("T")
-
-
-class _Submitted(Generic[T]):
-    """A Device attribute (its simulator, host clock, launches) read or set only after every
-    held launch is submitted (``Device._hold``): whoever looks at the device sees it whole.
-    The device's own hot path uses the bare ``_name``."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = "_" + name
-
-    def __get__(self, dev: Any, owner: Any = None) -> T:
-        if dev._held:
-            dev._submit_held()
-        return getattr(dev, self.slot)   # type: ignore[no-any-return]
-
-    def __set__(self, dev: Any, value: T) -> None:
-        if dev._held:
-            dev._submit_held()
-        setattr(dev, self.slot, value)
 
 
 class Device:
@@ -77,9 +58,9 @@ class Device:
         check_hazards: record byte ranges and report unsynchronized accesses.
     """
 
-    sim = _Submitted[Simulator]()
-    host_t = _Submitted[float]()
-    launches = _Submitted["list[HostLaunch]"]()
+    sim = Submitted[Simulator]()
+    host_t = Submitted[float]()
+    launches = Submitted["list[HostLaunch]"]()
 
     def __init__(self, profile: DeviceProfile | str = "ascend910", device_id: int = 0,
                  check_hazards: bool = False, graph_mode: bool = False, group: SimGroup | None = None) -> None:
@@ -170,9 +151,13 @@ class Device:
         s = task.stream
         if s.destroyed:
             raise invalid_handle(f"stream {s.id} was destroyed")
-        if self._held:
-            if len(self._held) < BATCH_MAX and not (self._on_device or self.graph_mode):
-                return self._hold(task)
+        held = self._held
+        if held:
+            if len(held) < BATCH_MAX and not (self._on_device or self.graph_mode):   # ``_hold``, inline
+                held.append(task)
+                if self._allocator is not None and self._allocator.live:
+                    self._note_use(task)
+                return task
             self._submit_held()
         if self._on_device:
             return self._launch_on_device(task)
@@ -190,13 +175,15 @@ class Device:
         if self.checker is not None:
             self.checker.on_launch(task)
         self._launches.append(_new_launch(HostLaunch, (task, start, end)))   # HostLaunch(task, start, end), faster
-        self._note_use(task)
+        if self._allocator is not None and self._allocator.live:
+            self._note_use(task)
         return task
 
     def _note_use(self, task: DeviceTask) -> None:
-        if self._allocator is not None and self._allocator.live:
-            for ptr, _, _ in (*task.reads, *task.writes):
-                self._allocator.note_use(ptr, task.stream)
+        """The device's own allocator learns which streams use its blocks from the launches."""
+        assert self._allocator is not None
+        for ptr, _, _ in (*task.reads, *task.writes):
+            self._allocator.note_use(ptr, task.stream)
 
     def _hold(self, task: DeviceTask) -> DeviceTask:
         """A launch onto a full queue (``batch_waits``): it is held, with every launch after
@@ -206,7 +193,8 @@ class Device:
         same schedule, bit for bit; but the host's Python and the simulator's each run in
         one stretch, not in turns at every launch, which costs both of them far less."""
         self._held.append(task)
-        self._note_use(task)   # the allocator's bookkeeping stays at the launch
+        if self._allocator is not None and self._allocator.live:
+            self._note_use(task)   # the allocator's bookkeeping stays at the launch
         return task
 
     def _submit_held(self) -> None:
