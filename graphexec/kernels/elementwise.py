@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels import scratch
+from graphexec.kernels import channels, scratch
 from graphexec.kernels.quiet import is_quiet
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
@@ -305,6 +305,7 @@ _BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, in
 
 
 _ARITH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}   # may write into out
+BROADCAST_MIN = 1 << 15   # elements from which a broadcast along the last axis goes through channels.call
 
 
 def _binary(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str, since: int) -> None:
@@ -332,6 +333,10 @@ def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.nd
         if out is not None and out.dtype == d:
             shape = a.shape if a.shape == b.shape else _broadcast((a.shape, b.shape))
             into = out if out.shape == shape else None
+        if a.shape != b.shape and a.ndim and b.ndim and a.shape[-1] != b.shape[-1] \
+                and max(a.size, b.size) >= BROADCAST_MIN and (op != "Div" or d.kind == "f"):
+            with np.errstate(all="ignore"):   # one operand repeats along the last axis: numpy's small buffer
+                return channels.call(ufunc, a, b, into)
         if is_quiet():
             res = ufunc(a, b, out=into) if op != "Div" or d.kind == "f" else f(a, b)
         else:

@@ -77,3 +77,31 @@ def test_batch_norm_into_out_is_the_plain_formula(shape):
         want = x * k + (bias.reshape(-1, 1, 1) - mean.reshape(-1, 1, 1) * k)
         got = nn.batch_norm(ctx, x, scale, bias, mean, var, out=np.empty_like(x))
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("sa,sb,run", [((1, 136, 28, 28), (1, 136, 1, 1), 784), ((128, 1536), (128, 1), 1536),
+                                       ((128, 1), (128, 1536), 1536), ((32, 384), (384,), 1), ((4, 5, 6), (6,), 1),
+                                       ((2, 3, 4, 5), (3, 1, 1), 20), ((7,), (1,), 7), ((1, 1), (1, 1), 1),
+                                       ((2, 1, 5), (1, 3, 1), 5)])
+def test_stride0_run(sa, sb, run):
+    assert channels.stride0_run(sa, sb) == run
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("sa,sb", [((1, 64, 56, 56), (1, 64, 1, 1)), ((128, 1536), (128, 1)), ((128, 1), (128, 1536)),
+                                   ((1, 32, 384), (1, 32, 1)), ((4, 9, 700), (700,)), ((3, 2, 8192), (3, 1, 1)),
+                                   ((1, 16, 384), (1, 16, 1)), ((1, 64, 56, 56), (64, 1, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcasting_arithmetic_keeps_numpys_bits(op, sa, sb, dtype):
+    from graphexec.kernels import registry
+
+    a, b = _edgy(sa, dtype), _edgy(sb, dtype)
+    kernel = registry.lookup_def(op, "", 17).fn
+    want = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[op]
+    with np.errstate(all="ignore"):
+        expected = want(a, b)
+        got = kernel(OpContext(op), a, b)
+        into = np.empty(expected.shape, dtype)
+        got_into = kernel(OpContext(op), a, b, out=into)
+    assert got.tobytes() == expected.tobytes() and got_into is into and into.tobytes() == expected.tobytes()
+    assert np.getbufsize() == 8192
