@@ -42,7 +42,8 @@ def infer_types(graph: Graph, fold: bool = False) -> bool:
     as value_info, and the new constants as data).
     """
     customs = [n for n in graph.nodes if _rules(graph, n) is not None]
-    base = _base_model(graph)   # the nodes, inputs and constants change only with a fold
+    protos: dict[str, onnx.TensorProto] = {}   # constants as data, converted once per call
+    base = _base_model(graph, protos)   # the nodes, inputs and constants change only with a fold
     changed = False
     for _ in range(len(customs) + ROUNDS):
         step = _onnx_infer(graph, customs, base)
@@ -52,24 +53,30 @@ def infer_types(graph: Graph, fold: bool = False) -> bool:
         if not (typed or folded):
             break
         if folded:   # removed nodes, new constants: what the next inference sees changed
-            base = _base_model(graph)
+            base = _base_model(graph, protos)
     return changed
 
 
 def walk(graph: Graph, fold: bool) -> tuple[bool, bool]:
-    """One pass in node order: (any type got better, any node folded)."""
-    kept, typed, folded = [], False, False
+    """One pass in node order: (any type got better, any node folded).
+
+    Only a fold makes a constant, and every node was checked after the last one, so a
+    node can have become foldable only through an input folded in this walk, or (Shape,
+    Size) through its input's type becoming static.
+    """
+    kept, typed, made = [], False, set()
     for node in graph.nodes:
-        if fold and _foldable(node, graph):
+        if fold and (node.op in ("Shape", "Size") or any(n in made for n in node.inputs)) \
+                and _foldable(node, graph):
             _fold(node, graph)
-            folded = True
+            made.update(node.outputs)
             continue
         kept.append(node)
         if unsettled(graph, node) and type_node(graph, node, _rules(graph, node)):
             typed = True
-    if folded:
+    if made:
         graph.nodes = kept
-    return typed, folded
+    return typed, bool(made)
 
 
 def _rules(graph: Graph, node: Node) -> CustomKernel | None:
@@ -78,12 +85,16 @@ def _rules(graph: Graph, node: Node) -> CustomKernel | None:
     return lookup_custom(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
 
 
-def _base_model(graph: Graph) -> onnx.ModelProto:
-    """The graph as onnx sees it: small constants as data, the others as typed inputs."""
+def _base_model(graph: Graph, protos: dict[str, onnx.TensorProto]) -> onnx.ModelProto:
+    """The graph as onnx sees it: small constants as data (their protos kept in ``protos``:
+    a constant never changes), the others as typed inputs."""
     small = {n: c for n, c in graph.constants.items()
              if isinstance(c, np.ndarray) and c.size <= _SMALL_CONST and c.dtype != object}
     model = to_onnx(graph, with_constants=False)
-    model.graph.initializer.extend(onnx.numpy_helper.from_array(c, n) for n, c in small.items())
+    for n, c in small.items():
+        if n not in protos:
+            protos[n] = onnx.numpy_helper.from_array(c, n)
+    model.graph.initializer.extend(protos[n] for n in small)
     model.graph.input.extend(value_info(n, graph.values[n].type) for n in graph.constants if n not in small)
     return model
 
