@@ -18,6 +18,7 @@ from graphexec.npu._state import STATE, Card, parse_device
 from graphexec.runtime.stream import Stream as RtStream
 
 RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported (it imports this module)
+BINARY: list[Any] = []   # ops.binary: run_op for the operators' common cases
 _NO_ATTRS: dict[str, Any] = {}
 
 
@@ -231,14 +232,14 @@ class Tensor:
     def _op(self, op: str, *args: Any) -> Any:
         return RUN_OP[0](op, list(args), {})
 
-    def __add__(self, o: Any) -> Any: return RUN_OP[0]("Add", [self, o], _NO_ATTRS)
-    def __radd__(self, o: Any) -> Any: return RUN_OP[0]("Add", [o, self], _NO_ATTRS)
-    def __sub__(self, o: Any) -> Any: return RUN_OP[0]("Sub", [self, o], _NO_ATTRS)
-    def __rsub__(self, o: Any) -> Any: return RUN_OP[0]("Sub", [o, self], _NO_ATTRS)
-    def __mul__(self, o: Any) -> Any: return RUN_OP[0]("Mul", [self, o], _NO_ATTRS)
-    def __rmul__(self, o: Any) -> Any: return RUN_OP[0]("Mul", [o, self], _NO_ATTRS)
-    def __truediv__(self, o: Any) -> Any: return RUN_OP[0]("Div", [self, o], _NO_ATTRS)
-    def __rtruediv__(self, o: Any) -> Any: return RUN_OP[0]("Div", [o, self], _NO_ATTRS)
+    def __add__(self, o: Any) -> Any: return BINARY[0]("Add", self, o)
+    def __radd__(self, o: Any) -> Any: return BINARY[0]("Add", o, self)
+    def __sub__(self, o: Any) -> Any: return BINARY[0]("Sub", self, o)
+    def __rsub__(self, o: Any) -> Any: return BINARY[0]("Sub", o, self)
+    def __mul__(self, o: Any) -> Any: return BINARY[0]("Mul", self, o)
+    def __rmul__(self, o: Any) -> Any: return BINARY[0]("Mul", o, self)
+    def __truediv__(self, o: Any) -> Any: return BINARY[0]("Div", self, o)
+    def __rtruediv__(self, o: Any) -> Any: return BINARY[0]("Div", o, self)
     def __matmul__(self, o: Any) -> Any: return RUN_OP[0]("MatMul", [self, o], _NO_ATTRS)
     def __rmatmul__(self, o: Any) -> Any: return RUN_OP[0]("MatMul", [o, self], _NO_ATTRS)
     def __pow__(self, o: Any) -> Any: return RUN_OP[0]("Pow", [self, o], _NO_ATTRS)

@@ -24,7 +24,7 @@ from graphexec.npu._copy import empty_on, span
 from graphexec.npu._launch import Kernel, store
 from graphexec.npu._plan import FLOAT_BITS, PLANS, attrs_key, cached, plan_for, signature
 from graphexec.npu._state import STATE, Card
-from graphexec.npu._tensor import Storage, Tensor
+from graphexec.npu._tensor import _NO_ATTRS, Storage, Tensor
 from graphexec.runtime.sim import DeviceTask
 
 _SPELLED = {"matmul": "MatMul", "prelu": "PRelu", "lrn": "LRN", "topk": "TopK", "argmax": "ArgMax",
@@ -86,7 +86,37 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
             key += signature(a)
     if attrs:
         key.append(attrs_key(attrs))
-    k = tuple(key)
+    return _planned(tuple(key), op, args, attrs, outputs, card, arrs[0] if len(arrs) == 1 else arrs)
+
+
+def binary(op: str, a: Any, b: Any) -> Any:
+    """``run_op(op, [a, b], {})`` for the operators' common cases (``x + 0.5``, ``2 * x``,
+    ``x * y``: a device tensor with a Python float or a tensor of its card): the same key,
+    made as one tuple; every other case goes through ``run_op``."""
+    ta, tb = type(a), type(b)
+    if ta is Tensor:
+        held = a._store
+        if held is not None:
+            arr = a._arr
+            if tb is float:
+                return _planned((op, 1, arr.dtype, arr.shape, float, b if b == b and b else FLOAT_BITS(b)),
+                                op, [a, b], _NO_ATTRS, 1, held.card, arr)
+            if tb is Tensor and b._store is not None and b._store.card is held.card:
+                other = b._arr
+                return _planned((op, 1, arr.dtype, arr.shape, other.dtype, other.shape),
+                                op, [a, b], _NO_ATTRS, 1, held.card, [arr, other])
+    elif ta is float and tb is Tensor and b._store is not None:
+        arr = b._arr
+        return _planned((op, 1, float, a if a == a and a else FLOAT_BITS(a), arr.dtype, arr.shape),
+                        op, [a, b], _NO_ATTRS, 1, b._store.card, arr)
+    return run_op(op, [a, b], _NO_ATTRS)
+
+
+def _planned(k: tuple[Any, ...], op: str, args: list[Any], attrs: dict[str, Any], outputs: int, card: Card | None,
+             ins: Any) -> Any:
+    """``op`` under plan key ``k``: one task for the output's new block on the current
+    stream of ``card``, reading ``ins`` (the tensor inputs' arrays: one, or a list), where
+    that is all it takes; everything else goes the general way."""
     plan = PLANS.get(k)
     if plan is None:
         plan = cached(k, op, args, attrs, outputs)
@@ -100,9 +130,7 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
     block = Storage(card, plan.nbytes, stream)
     out = np.ndarray(shape, dt, block.data, block.offset)
     card.device.launch(DeviceTask("kernel", stream, op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                                  plan.dtype, "d2d", None,
-                                  Kernel(plan, arrs[0] if len(arrs) == 1 else arrs, out, card.index),
-                                  store, plan.meta))
+                                  plan.dtype, "d2d", None, Kernel(plan, ins, out, card.index), store, plan.meta))
     return Tensor(out, block)
 
 
@@ -138,6 +166,7 @@ def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> A
 
 
 _tensor.RUN_OP.append(run_op)
+_tensor.BINARY.append(binary)
 
 
 def _sized_by_values(card: Card, plan: Any, tensors: list[Tensor]) -> tuple[Tensor, ...]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import graphexec.npu as npu
-from graphexec.errors import AclError
+from graphexec.errors import AclError, DeviceError
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.npu import _plan
 from graphexec.npu._plan import PLANS, plan_key
@@ -197,3 +197,29 @@ def test_a_list_argument_is_snapshotted_too():
     shape[0], shape[1] = 1, 2
     assert npu.ops.run("Reshape", x, shape).shape == (1, 2)
     assert npu.ops.run("Reshape", x, [2, 1]).shape == (2, 1)
+
+
+def test_the_operators_fast_path_is_run_op_bit_for_bit():
+    """``ops.binary`` (the operators' common cases) against ``npu.ops.run``: the same plan
+    key (plan_key's), no extra plans, and the same bits; cases it leaves to run_op (host
+    tensors, ints, another card's tensor) still work or fail as run_op does."""
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.standard_normal(14), [-0.0, 0.0]]).astype(np.float32)
+    x, y = npu.tensor(a), npu.tensor(a[::-1].copy())
+    cases = [(lambda: x + 0.5, "Add", [x, 0.5]), (lambda: 0.5 + x, "Add", [0.5, x]),
+             (lambda: x - -0.0, "Sub", [x, -0.0]), (lambda: 2.0 - x, "Sub", [2.0, x]),
+             (lambda: x * y, "Mul", [x, y]), (lambda: x / float("nan"), "Div", [x, float("nan")]),
+             (lambda: 1.0 / x, "Div", [1.0, x]), (lambda: x * 3, "Mul", [x, 3])]
+    for fn, op, args in cases:
+        got = fn()
+        assert plan_key(op, args, {}, 1) in PLANS, op
+        before = len(PLANS)
+        want = npu.ops.run(op, *args)
+        assert len(PLANS) == before   # run_op found the plan the operator made
+        assert got.numpy().tobytes() == want.numpy().tobytes(), (op, args)
+    host = x.cpu()
+    assert ((host + 0.5).numpy().tobytes() == (x + 0.5).numpy().tobytes())
+    npu.init(device_count=2)
+    p, q = npu.tensor(a), npu.tensor(a, device="npu:1")
+    with pytest.raises(DeviceError, match="inputs on npu:0 and npu:1"):
+        p * q
