@@ -179,30 +179,29 @@ def raw_bytes(f: io.BufferedIOBase, size: int) -> int | None:
     """How many bytes the top-level initializers' ``raw_data`` hold, found by reading only
     the fields around them; None if the bytes are not plain. Weights stored otherwise
     (Constant nodes, typed fields) make splitting cost more than it saves."""
-    r, total = _Reader(f, size), 0
     try:
-        while r.pos < size:
-            num, wire, _ = r.field()
-            if num != _MODEL_GRAPH or wire != _LEN:
-                _skip_value(r, wire)
-                continue
-            end = r.pos + r.varint()[0]
-            while r.pos < end:
-                num, wire, _ = r.field()
-                if num != _GRAPH_INITIALIZER or wire != _LEN:
-                    _skip_value(r, wire)
-                    continue
-                stop = r.pos + r.varint()[0]
-                while r.pos < stop:
-                    num, wire, _ = r.field()
-                    if num == _TENSOR_RAW and wire == _LEN:
-                        n = r.varint()[0]
-                        total += n
-                        r.skip(n)
-                    else:
-                        _skip_value(r, wire)
+        return _sized(_Reader(f, size), size, (_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW))
     except _Odd:
         return None
+
+
+def _sized(r: _Reader, end: int, path: tuple[int, ...]) -> int:
+    """The bytes of the fields at ``path`` (field numbers, outermost first) in the message
+    that ends at ``end``; everything else is skipped unread."""
+    total = 0
+    while r.pos < end:
+        num, wire, _ = r.field()
+        if num != path[0] or wire != _LEN:
+            _skip_value(r, wire)
+            continue
+        n = r.varint()[0]
+        if len(path) == 1:
+            total += n
+            r.skip(n)
+        else:
+            total += _sized(r, r.pos + n, path[1:])
+    if r.pos != end:
+        raise _Odd
     return total
 
 
