@@ -39,6 +39,7 @@ STAT_NAMES = ("allocation", "segment", "active", "allocated_bytes", "reserved_by
 _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 MALLOC, FREE, RELEASE, SEGMENT, UNSEGMENT = range(5)
 LOG_LIMIT = 1 << 16
+_NOBODY: frozenset[Any] = frozenset()   # the users of a free block
 # per event kind: its delta of each stat, by (count, size, requested size); rows in STAT_NAMES order
 _EFFECT = np.array([[[1, 0, 0], [0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 1, 0], [0, 0, 1]],
                     [[-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0], [0, 0, 0], [0, 0, -1]],
@@ -196,7 +197,8 @@ class CachingAllocator:
         else:
             self._hits += 1
         rest = block.size - need
-        if rest >= MIN_SPLIT and rules.can_split(rest, block.small, block.size):   # ``_split``: every rule needs that
+        # every rule splits only past MIN_SPLIT, and a small block (all of CANN's) past that alone
+        if rest >= MIN_SPLIT and (block.small or rules.can_split(rest, False, block.size)):
             self._split(block, need)
         block.free = False
         block.used_by = {stream}
@@ -287,8 +289,11 @@ class CachingAllocator:
         return blocks.pop(k)[3] if k < len(blocks) else None
 
     def _reidle(self, block: Block) -> None:
-        bisect.insort(self._idle.setdefault((block.stream, block.small), []),
-                      (block.size, block.segment, block.offset, block))
+        key = (block.stream, block.small)
+        blocks = self._idle.get(key)
+        if blocks is None:
+            blocks = self._idle[key] = []
+        bisect.insort(blocks, (block.size, block.segment, block.offset, block))
 
     def _unidle(self, block: Block) -> None:
         """Take ``block`` out of the idle index if it is there (before its size changes)."""
@@ -319,15 +324,20 @@ class CachingAllocator:
         """Cut ``block`` to ``need`` bytes; the rest is an idle block of its own (``malloc``
         has checked that the rules let it split)."""
         blocks = self.segments[block.segment]
-        tail = Block(block.segment, block.offset + need, block.size - need, block.stream, small=block.small)
+        rest = block.size - need
+        tail = Block(block.segment, block.offset + need, rest, block.stream, True, _NOBODY, (), block.small)
         blocks.insert(blocks.index(block) + 1, tail)
         block.size = need
-        self._reidle(tail)
+        key = (tail.stream, tail.small)   # ``_reidle(tail)``, inline
+        idle = self._idle.get(key)
+        if idle is None:
+            idle = self._idle[key] = []
+        bisect.insort(idle, (rest, tail.segment, tail.offset, tail))
 
     def _release(self, block: Block) -> None:
         self.counters.log += (block.size << 4 | RELEASE << 1 | block.small, 0)
         block.free = True
-        block.used_by = frozenset()
+        block.used_by = _NOBODY
         blocks = self.segments[block.segment]
         i = blocks.index(block)
         if i + 1 < len(blocks):   # coalesce with free neighbours of the same pool: the next one ...
@@ -343,7 +353,11 @@ class CachingAllocator:
                 other.size += block.size
                 del blocks[i]
                 block = other
-        self._reidle(block)
+        key = (block.stream, block.small)   # ``_reidle(block)``, inline
+        idle = self._idle.get(key)
+        if idle is None:
+            idle = self._idle[key] = []
+        bisect.insort(idle, (block.size, block.segment, block.offset, block))
 
     def _block_at(self, ptr: int) -> Block | None:
         bases = sorted(self.segments)
