@@ -36,7 +36,7 @@ def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
     if task.blocks_left <= 0 or sim._dirty or not active or active[0] is not task:
         return False
     pool = c.pool
-    crowded = any(u.pool == pool for u in active[1:])   # others wait for the cores this kernel leaves
+    crowded = len(active) > 1 and any(u.pool == pool for u in active[1:])   # others wait for the cores it leaves
     limits = task.stream.core_limit
     cap = limits[task.unit] if limits is not None and task.unit in limits else None
     free, log, bw = cores.free, cores.log, cores.bw
