@@ -12,12 +12,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_sim_fast import KINDS, _kernel, _profile, _seen, _workload, use  # noqa: F401  (``use`` is a fixture)
-from test_sim_fast_reference import PlainSimGroup
+from test_sim_fast import KINDS, _kernel, _profile, _seen, _workload
+from test_sim_fast_reference import PlainSimGroup, PlainSimulator
 
+from graphexec.runtime import device as device_mod
+from graphexec.runtime import sim as sim_mod
 from graphexec.runtime import waves
 from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask, SimGroup
+
+
+@pytest.fixture
+def use(monkeypatch):
+    """Switch which simulator new devices get, as in ``test_sim_fast``."""
+    def pick(kind: str) -> None:
+        monkeypatch.setattr(device_mod, "Simulator", PlainSimulator if kind == "plain" else sim_mod.Simulator)
+        monkeypatch.setattr(sim_mod, "FAST_WAVES", kind == "fast")
+    return pick
 
 
 def _same(seen: dict) -> None:
@@ -122,8 +133,8 @@ def _same_time(dev: Device, rng: np.random.Generator) -> None:
     for _ in range(int(rng.integers(10, 50))):
         s, r = streams[int(rng.integers(3))], rng.random()
         if r < 0.5:
-            dev.launch(DeviceTask("kernel", s, "k", "vector", int(rng.choice([1, 2, 32])), 1e6 * int(rng.integers(1, 4)),
-                                  0.0, "float16"))
+            blocks, flops = int(rng.choice([1, 2, 32])), 1e6 * int(rng.integers(1, 4))
+            dev.launch(DeviceTask("kernel", s, "k", "vector", blocks, flops, 0.0, "float16"))
         elif r < 0.7:
             dev.memcpy_async(s, int(rng.choice([0, 1000, 2000])), "d2d")
         elif r < 0.85:
@@ -161,9 +172,7 @@ def test_an_end_that_raises_midway_leaves_the_same_state(use):
         profile = Device("ascend910").profile.model_copy(update={"task_overhead_us": 0.0})
         dev = Device(profile, graph_mode=True)
         a, b, c = dev.default_stream, dev.create_stream(), dev.create_stream()
-        fired = []
-
-        def boom(_: object) -> None:
+        def boom(_: object, fired: list[int] = []) -> None:   # noqa: B006  (one list per run: it fires once)
             if not fired:
                 fired.append(1)
                 raise Boom
