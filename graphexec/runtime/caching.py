@@ -38,15 +38,12 @@ STAT_NAMES = ("allocation", "segment", "active", "allocated_bytes", "reserved_by
               "requested_bytes")
 _STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 MALLOC, FREE, RELEASE, SEGMENT, UNSEGMENT = range(5)
-LOG_LIMIT = 1 << 16
+LOG_LIMIT = 1 << 13   # ints logged before a fold: 4,096 events, whose arrays stay in the CPU's cache
 _NOBODY: frozenset[Any] = frozenset()   # the users of a free block
-# per event kind: its delta of each stat, by (count, size, requested size); rows in STAT_NAMES order
-_EFFECT = np.array([[[1, 0, 0], [0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 0], [0, 1, 0], [0, 0, 1]],
-                    [[-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0], [0, 0, 0], [0, 0, -1]],
-                    [[0, 0, 0], [0, 0, 0], [-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0]],
-                    [[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 0]],
-                    [[0, 0, 0], [-1, 0, 0], [0, 0, 0], [0, 0, 0], [0, -1, 0], [0, 0, 0], [0, 0, 0]]], np.int64)
-
+# per event kind (MALLOC, FREE, RELEASE, SEGMENT, UNSEGMENT): the sign it adds to the allocations,
+# the segments and the active blocks; the byte stats follow the same signs times the size
+# (requested_bytes: the allocations' sign times the size asked for)
+_SIGNS = np.array([[1, 0, 1], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0]], np.int64)
 
 def request_size(size: int) -> int:
     """CANN's rounding of a malloc: up to a multiple of 32, plus 32."""
@@ -115,22 +112,37 @@ class Counters:
             v[1] = v[0]
 
     def fold(self) -> None:
+        """The logged events into the numbers, in order: each stat's deltas summed along the
+        log (current), their running maximum (peak), their positive and negative parts
+        (allocated, freed)."""
         if not self.log:
             return
         ev = np.array(self.log, dtype=np.int64).reshape(-1, 2)
         self.log = []
         head = ev[:, 0]
-        amounts = np.stack([np.ones(len(ev), np.int64), head >> 4, ev[:, 1]], 1)
-        deltas = np.einsum("nsk,nk->ns", _EFFECT[(head >> 1) & 7], amounts)
+        signs = _SIGNS[(head >> 1) & 7]   # columns in STAT_NAMES order: 3 counts, 3 sizes, the size asked
+        deltas = np.empty((len(ev), len(STAT_NAMES)), np.int64)
+        deltas[:, :3] = signs
+        np.multiply(signs, (head >> 4)[:, None], out=deltas[:, 3:6])
+        np.multiply(signs[:, 0], ev[:, 1], out=deltas[:, 6])
         small = (head & 1) == 1
-        for pool, rows in (("all", deltas), ("small_pool", deltas[small]), ("large_pool", deltas[~small])):
-            if len(rows):
-                v = self.values[pool]
-                run = v[0] + np.cumsum(rows, axis=0)
-                v[1] = np.maximum(v[1], run.max(axis=0))
-                v[0] = run[-1]
-                v[2] += np.clip(rows, 0, None).sum(axis=0)
-                v[3] += np.clip(-rows, 0, None).sum(axis=0)
+        n_small = int(np.count_nonzero(small))
+        parts = [("all", deltas)]
+        if n_small == len(ev) or n_small == 0:   # one pool: its rows are all of them
+            parts.append(("small_pool" if n_small else "large_pool", deltas))
+        else:
+            parts += [("small_pool", deltas[small]), ("large_pool", deltas[~small])]
+        sums: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for pool, rows in parts:
+            if id(rows) not in sums:
+                run = np.cumsum(rows, axis=0)
+                sums[id(rows)] = (run.max(axis=0), run[-1], np.maximum(rows, 0).sum(axis=0))
+            top, total, grown = sums[id(rows)]
+            v = self.values[pool]
+            v[1] = np.maximum(v[1], v[0] + top)
+            v[0] += total
+            v[2] += grown
+            v[3] += grown - total
 
     def append(self, small: bool, kind: int, size: int, asked: int = 0) -> None:
         """Log an event as plain ints (never tracked by the garbage collector, unlike tuples)."""

@@ -144,3 +144,47 @@ def test_bisected_best_fit_agrees_with_a_scan(torch_rules):
     fast = allocs[0][0]
     indexed = sorted(id(t[3]) for blocks in fast._idle.values() for t in blocks)
     assert indexed == sorted(id(b) for bs in fast.segments.values() for b in bs if b.free and not b.events)
+
+
+def _plain_counts(events):
+    """PyTorch's (current, peak, allocated, freed) per pool and stat, one event at a time."""
+    from graphexec.runtime.caching import FREE, MALLOC, RELEASE, SEGMENT, STAT_NAMES, UNSEGMENT, Counters
+
+    effect = {MALLOC: {"allocation": 1, "active": 1, "allocated_bytes": "size", "active_bytes": "size",
+                       "requested_bytes": "asked"},
+              FREE: {"allocation": -1, "allocated_bytes": "-size", "requested_bytes": "-asked"},
+              RELEASE: {"active": -1, "active_bytes": "-size"},
+              SEGMENT: {"segment": 1, "reserved_bytes": "size"}, UNSEGMENT: {"segment": -1, "reserved_bytes": "-size"}}
+    out = {p: {s: [0, 0, 0, 0] for s in STAT_NAMES} for p in Counters.POOLS}
+    for small, kind, size, asked in events:
+        for stat, how in effect[kind].items():
+            d = how if isinstance(how, int) else (-1 if how[0] == "-" else 1) * (size if "size" in how else asked)
+            for pool in ("all", "small_pool" if small else "large_pool"):
+                c = out[pool][stat]
+                c[0] += d
+                c[1] = max(c[1], c[0])
+                c[2 if d > 0 else 3] += abs(d)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_counters_fold_is_the_plain_count(seed):
+    """The logged events folded by numpy, in chunks cut anywhere (the log's bound, a read),
+    give PyTorch's four numbers of every stat exactly as counting each event does."""
+    from graphexec.runtime.caching import STAT_NAMES, Counters
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    share = (0.5, 1.0, 0.0)[seed % 3]   # both pools, only small, only large
+    events = [(bool(rng.random() < share), int(rng.integers(5)), int(rng.integers(0, 1 << 40)),
+               int(rng.integers(0, 1 << 40))) for _ in range(n)]
+    c = Counters()
+    cuts = set(rng.integers(0, n, 5).tolist())
+    for i, (small, kind, size, asked) in enumerate(events):
+        c.append(small, kind, size, asked)
+        if i in cuts:
+            c.fold()
+    want = _plain_counts(events)
+    for pool in Counters.POOLS:
+        for stat in STAT_NAMES:
+            assert list(c.get(stat, pool)) == want[pool][stat], (pool, stat)
