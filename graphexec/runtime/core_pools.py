@@ -69,7 +69,7 @@ class CorePools:
         self.next_t = INF
         self.stale = False
         self.log: list[tuple[float, str, int]] = []   # (time, pool, +/- cores), for samples
-        self.spare: Cohort | None = None   # a finished cohort no one holds, to reuse
+        self.spares: list[Cohort] = []   # finished cohorts no one holds, to reuse
 
     def busy(self, pool: str) -> int:
         return self.total[pool] - self.free[pool]
@@ -187,12 +187,11 @@ class CorePools:
                     self.t = now
             free[pool] -= n
             log.append((now, pool, n))
-            c = self.spare
-            if c is None:
-                c = Cohort(task, pool, n, task.block_us, task.block_bytes)
-            else:
-                self.spare = None
+            if self.spares:
+                c = self.spares.pop()
                 _init_cohort(c, task, pool, n, task.block_us, task.block_bytes)
+            else:
+                c = Cohort(task, pool, n, task.block_us, task.block_bytes)
             cohorts.append(c)
             self.stale = True
             task.blocks_left = left = left - n
@@ -223,12 +222,11 @@ class CorePools:
             self.t = now
         free[pool] -= n
         self.log.append((now, pool, n))
-        c = self.spare
-        if c is None:
-            c = Cohort(task, pool, n, task.block_us, task.block_bytes)
-        else:
-            self.spare = None
+        if self.spares:
+            c = self.spares.pop()
             _init_cohort(c, task, pool, n, task.block_us, task.block_bytes)
+        else:
+            c = Cohort(task, pool, n, task.block_us, task.block_bytes)
         self.cohorts.append(c)
         task.blocks_left = left = left - n
         task.blocks_running = running = task.blocks_running + n

@@ -166,10 +166,12 @@ class Simulator:
                     task.blocks_running -= c.n
                     if task.blocks_left == 0 and task.blocks_running == 0:
                         self._finish(task)
-                    cores.spare = c   # no one holds it now: the next placement reuses it
+                    cores.spares.append(c)   # no one holds it now: a placement reuses it
             else:
-                for c in cores.pop_done(t):
+                done = cores.pop_done(t)
+                for c in done:
                     self._blocks_done(c)
+                cores.spares += done
             if (timers and timers[0][0] <= t) or (ready and ready[0][0] <= t):   # an end's doing
                 self._due(t)
         else:

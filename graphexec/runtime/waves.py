@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.runtime.core_pools import DONE_EPS, first_end
+from graphexec.runtime.core_pools import DONE_EPS, INF
 
 CLOSED_FORM_WAVES = 2    # equal waves ahead from which the closed form (a plain loop, numpy past LOOP_WAVES) pays
 LOOP_WAVES = 128         # equal waves up to which a plain loop is cheaper than numpy's set-up
@@ -154,6 +154,7 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
     if sim._dirty or not active:
         return False
     moved = False
+    known: dict[Any, tuple[bool, bool]] = {}   # per cohort: first in line for its pool, demand tied
     while True:
         dt = t - cores.t
         w = None
@@ -163,7 +164,12 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
                 if w is not None:
                     return moved
                 w = c
-        if w is None or not _takes_back(sim, w, free):
+        if w is None:
+            return moved
+        first_tied = known.get(w)
+        if first_tied is None:   # neither changes while only wave ends happen here
+            first_tied = known[w] = (_first_in_line(sim, w, free), _tied(w, cohorts))
+        if not first_tied[0] or not _same_count(w, free):
             return moved
         if dt > 0:   # ``CorePools.advance``
             for c in cohorts:
@@ -171,18 +177,24 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
             cores.t = t
         if t > sim.now:
             sim.now = t
-        cohorts.remove(w)
-        cohorts.append(w)
+        if cohorts[-1] is not w:
+            cohorts.remove(w)
+            cohorts.append(w)
         rate = w.rate
         w.left, w.rate = 1.0, 1.0 / w.time   # as a new Cohort starts
         task = w.task
         task.blocks_left -= w.n
-        if _tied(w, cohorts):
+        if first_tied[1]:
             cores.retime()
         else:   # ``retime`` sorts the same cohorts by demand into the same order: the same rates
             w.rate = rate
             cores.stale = False
-            cores.next_t = cores.t + first_end(cohorts)
+            m = INF   # ``first_end``, unrolled
+            for c in cohorts:
+                x = c.left / c.rate
+                if x < m:
+                    m = x
+            cores.next_t = cores.t + m
         moved = True
         if task.blocks_left == 0:
             active.remove(task)
@@ -205,13 +217,10 @@ def _tied(w: Any, cohorts: list[Any]) -> bool:
     return False
 
 
-def _takes_back(sim: Any, w: Any, free: dict[str, int]) -> bool:
-    """Whether the plain fill after ``w`` ends would give its kernel exactly ``w.n`` cores
-    and nothing to anyone else."""
-    task, pool, n_old = w.task, w.pool, w.n
-    left = task.blocks_left
-    if left <= 0:
-        return False
+def _first_in_line(sim: Any, w: Any, free: dict[str, int]) -> bool:
+    """Whether the plain fill after ``w`` ends would come to its kernel first among those
+    waiting for its pool, and leave none of them a core once it took its own back."""
+    task, pool = w.task, w.pool
     behind = False
     for u in sim._active:   # in urgency order: no one of this pool may come first
         if u is task:
@@ -221,9 +230,16 @@ def _takes_back(sim: Any, w: Any, free: dict[str, int]) -> bool:
                 return False
             if free[pool] > 0:   # after it takes its n_old back, the rest would go to u
                 return False
-    if not behind:
+    return behind
+
+
+def _same_count(w: Any, free: dict[str, int]) -> bool:
+    """Whether that fill would give ``w``'s kernel exactly the ``w.n`` cores it frees."""
+    task, n_old = w.task, w.n
+    left = task.blocks_left
+    if left <= 0:
         return False
-    avail = free[pool] + n_old
+    avail = free[w.pool] + n_old
     n = left if left < avail else avail
     limits = task.stream.core_limit
     if limits is not None and task.unit in limits:
