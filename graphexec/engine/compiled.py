@@ -36,6 +36,7 @@ from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.stream import Stream
 
 REGIONS = ("weight", "io", "activation")
+_UNKNOWN = object()   # Compiled.needs_values not worked out yet
 
 
 def default_passes(options: CompileOptions) -> PassManager:
@@ -98,6 +99,7 @@ class Compiled:
         self._where: dict[str, Location] = {}
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
+        self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
 
     def _prepare(self) -> None:
@@ -187,8 +189,11 @@ class Compiled:
         graph, earlier results), which cost more than the tasks themselves. numpy's
         floating-point warnings are off once for the run (``kernels/quiet.py``), not per kernel.
         """
-        if not compute and self.needs_values is not None:
-            raise RuntimeError(f"a timing-only run of a plan whose timeline depends on values: {self.needs_values}")
+        if not compute:   # no kernel math: numpy's warnings need not be switched off
+            if self.needs_values is not None:
+                raise RuntimeError(f"a timing-only run of a plan whose timeline depends on values: {self.needs_values}")
+            with gc_paused():
+                return self._run(feeds, workers, compute)
         with gc_paused(), run_quietly():
             return self._run(feeds, workers, compute)
 
@@ -196,7 +201,13 @@ class Compiled:
     def needs_values(self) -> str | None:
         """Why this plan's timeline needs computed values (None: it does not, and a timing-only
         run gives a full run's numbers): a control-flow task reads a condition or trip count,
-        or an output's size is known only once a kernel has computed it."""
+        or an output's size is known only once a kernel has computed it. Worked out once:
+        the plan's controls and places do not change."""
+        if self._needs is _UNKNOWN:
+            self._needs = self._needs_values()
+        return self._needs if isinstance(self._needs, str) else None
+
+    def _needs_values(self) -> str | None:
         if self.controls:
             task = next(t for t in self.tasks.tasks if t.id in self.controls)
             return f"control flow ({task.op} {task.name!r}) decides the timeline"
@@ -225,6 +236,7 @@ class Compiled:
                 self._simulate(ctx)
             else:
                 replayed = self._tape if self._tape is not None and self._tape.fits(dev) else None
+                ctx.log = None if replayed else {}   # the tape's steps, recorded with no call per step
                 tape = replayed or self._simulate(ctx)
                 recorded = None if replayed else tape
                 if compute:
@@ -266,7 +278,7 @@ class Compiled:
         host_start = dev.host_t
         launch_all(ctx, self.schedule.order)
         dev.synchronize_device()
-        return Tape(host_start, ctx.tape, dev.sim, list(dev.launches), dev.host_t)
+        return Tape(host_start, ctx.steps(), dev.sim, list(dev.launches), dev.host_t)
 
     def _stream(self, dev: Device, i: int) -> Stream:
         prio = self.schedule.priorities[i] if i < len(self.schedule.priorities) else None
@@ -279,8 +291,11 @@ class Compiled:
         if loc is None or not isinstance(value, np.ndarray):
             ctx.host[name] = value
             return
+        if not compute:   # the copy's cost alone: no view to write into
+            self.device.memcpy_sync(value.nbytes, "h2d", _nothing)
+            return
         view = self.device.view(loc.ptr, loc.dtype, loc.shape)
-        self.device.memcpy_sync(value.nbytes, "h2d", (lambda: view.__setitem__(..., value)) if compute else _nothing)
+        self.device.memcpy_sync(value.nbytes, "h2d", lambda: view.__setitem__(..., value))
 
     def _fetch(self, ctx: ExecContext, name: str, compute: bool = True) -> Any:
         """The output copied to the host; timing-only, the copy's cost alone (the planned

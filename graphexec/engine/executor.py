@@ -11,7 +11,8 @@ stay on the host.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, cast
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -49,6 +50,7 @@ class ExecContext(LaunchContext):
     views: dict[str, Any] = field(default_factory=dict)
     direct: frozenset[int] = frozenset()
     tape: list[int] = field(default_factory=list)   # kernel i appends i at its start, ~i at its end
+    log: dict[int, int | None] | None = None   # timing only: the tape's steps as a dict's keys (``steps``)
     index: dict[int, int] = field(default_factory=dict)          # kernel task id -> launch index
     calls: dict[int, "KernelCall"] = field(default_factory=dict)
     overlap: Any = None             # threads.Overlap when kernels compute on a thread pool
@@ -60,15 +62,31 @@ class ExecContext(LaunchContext):
     def kernel(self, task: Task) -> DeviceTask:
         """The device task of a kernel: its math at its start and end, its byte ranges."""
         tid = task.id
-        call = self.calls.get(tid)
-        if call is None:   # ``call``, unrolled: a first run makes one per kernel here
-            call = self.calls[tid] = KernelCall(self, task, self.index.get(tid, -1))
-        start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
+        log = self.log
+        start: Callable[[], Any]
+        end: Callable[[Any], None]
+        if log is not None:   # timing only: the start inserts i (and returns ~i), the end inserts ~i
+            i = self.index[tid]
+            start, end = partial(log.setdefault, i, ~i), cast("Callable[[Any], None]", log.setdefault)
+        else:
+            call = self.calls.get(tid)
+            if call is None:   # ``call``, unrolled: a first run makes one per kernel here
+                call = self.calls[tid] = KernelCall(self, task, self.index.get(tid, -1))
+            start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
         checked = self.device.checker is not None   # byte ranges only for the hazard checker
         return DeviceTask("kernel", self.streams[self.stream_of[tid]], self.prefix + task.name, task.unit,
                           task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
                           {"task": task}, _ranges(self, task.reads) if checked else (),
                           _ranges(self, task.writes) if checked else ())
+
+    def steps(self) -> list[int]:
+        """The tape's steps of this run: ``i`` at kernel i's start, ``~i`` at its end.
+
+        A timing-only run keeps them as the keys of ``log`` in insertion order: each kernel
+        starts and ends once, and ``dict.setdefault`` records a step with no Python frame
+        (the start's ``setdefault(i, ~i)`` returns ~i, which the simulator hands to the
+        end's ``setdefault``), where ``KernelCall.start``/``end`` cost a call each."""
+        return self.tape if self.log is None else list(self.log)
 
     def control(self, task: Task) -> DeviceTask:
         """The device task of an If/Loop/Scan: a switch whose controller runs the bodies."""

@@ -9,7 +9,8 @@ to pass through unchecked and the run quietly read zeros.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -37,7 +37,14 @@ def utilization(done: list[Any], profile: Any, makespan: float) -> Utilization:
 
 def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int:
     """Most activation bytes live at once as executed: a tensor lives from the start of
-    its writer to the end of its last reader."""
+    its writer to the end of its last reader.
+
+    ``root`` maps a value to the one owning its bytes; for a ``TaskGraph.root`` whose
+    aliases point straight at their roots (``TaskGraph.flat``) the alias table is read
+    directly, with no call per name.
+    """
+    graph = getattr(root, "__self__", None)
+    alias: dict[str, str] | None = graph.alias if graph is not None and getattr(graph, "flat", False) else None
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     for t in done:
@@ -47,20 +54,28 @@ def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int
         if task is None:
             continue
         start, end = t.start_t, t.end_t
-        for name in map(root, task.writes):
+        for name in map(root, task.writes) if alias is None else [alias.get(n, n) for n in task.writes]:
             if name in sizes:
-                if name in first:
-                    first[name] = min(first[name], start)
-                    last[name] = max(last[name], end)
-                else:
+                if name not in first:
                     first[name], last[name] = start, end
-        for name in map(root, task.reads):
+                    continue
+                if start < first[name]:
+                    first[name] = start
+                if end > last[name]:
+                    last[name] = end
+        for name in map(root, task.reads) if alias is None else [alias.get(n, n) for n in task.reads]:
             if name in last and end > last[name]:
                 last[name] = end
-    points = sorted([(s, 1, n) for n, s in first.items()] + [(e, 0, n) for n, e in last.items()])
+    return _peak(first, last, sizes)
+
+
+def _peak(first: dict[str, float], last: dict[str, float], sizes: dict[str, int]) -> int:
+    """The most bytes live at once; within equal times ends (0) before starts (1), and the
+    order inside a group cannot change the peak (all adds or all subtractions)."""
+    points = sorted([(s, 1, sizes[n]) for n, s in first.items()] + [(e, 0, -sizes[n]) for n, e in last.items()])
     live = peak = 0
-    for _, kind, name in points:  # at equal times ends (0) come before starts (1)
-        live += sizes[name] if kind else -sizes[name]
+    for _, _, delta in points:
+        live += delta
         if live > peak:
             peak = live
     return peak

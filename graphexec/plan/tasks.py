@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -95,6 +96,13 @@ class TaskGraph:
     alias: dict[str, str] = field(default_factory=dict)
     offset: dict[str, int] = field(default_factory=dict)
     inplace: dict[str, str] = field(default_factory=dict)   # output -> the input whose bytes it reuses
+
+    @cached_property
+    def flat(self) -> bool:
+        """Whether every alias points straight at its root (lowering flattens them): then
+        ``alias.get(name, name)`` is ``root(name)``, a lookup with no call."""
+        alias = self.alias
+        return not any(target in alias for target in alias.values())
 
     def root(self, name: str) -> str:
         """The value that owns the bytes ``name`` lives in."""

@@ -9,12 +9,14 @@ from that time until the next step.
 from __future__ import annotations
 
 import bisect
-from operator import itemgetter
+from itertools import accumulate
+from operator import attrgetter, itemgetter
 from typing import Any, Callable, Iterable, TypedDict
 
 Series = list[tuple[float, float]]
 WORK = ("kernel", "memcpy")     # tasks that occupy the device; records and waits take no time
 _TIME = itemgetter(0)
+_START_SEQ = attrgetter("start_t", "seq")
 
 
 def steps(deltas: Iterable[tuple[float, float]]) -> Series:
@@ -32,7 +34,7 @@ def steps(deltas: Iterable[tuple[float, float]]) -> Series:
 
 def work(tasks: Iterable[Any]) -> list[Any]:
     """The kernels and copies that ran, in start order."""
-    return sorted((t for t in tasks if t.kind in WORK and t.start_t is not None), key=lambda t: (t.start_t, t.seq))
+    return sorted([t for t in tasks if t.kind in WORK and t.start_t is not None], key=_START_SEQ)
 
 
 def window(tasks: Iterable[Any]) -> tuple[float, float]:
@@ -59,9 +61,20 @@ def queue_depth(tasks: Iterable[Any]) -> dict[int, Series]:
 
 
 def total_depth(tasks: Iterable[Any]) -> Series:
-    """Tasks in all command queues together."""
-    done = [t for t in tasks if t.end_t is not None]
-    return steps([(t.enqueue_t, 1.0) for t in done] + [(t.end_t, -1.0) for t in done])
+    """Tasks in all command queues together: ``steps`` of +1 at each enqueue and -1 at
+    each end, summed per distinct time first (the changes are whole numbers, so the sum
+    is exact in any order and the levels are the running sum's)."""
+    net: dict[float, float] = {}
+    get = net.get
+    for t in tasks:
+        end = t.end_t
+        if end is None:
+            continue
+        enq = t.enqueue_t
+        net[enq] = get(enq, 0.0) + 1.0
+        net[end] = get(end, 0.0) - 1.0
+    times = sorted(net)
+    return list(zip(times, accumulate(map(net.__getitem__, times))))
 
 
 def level_at(series: Series, t: float) -> float:
