@@ -105,3 +105,13 @@ def test_broadcasting_arithmetic_keeps_numpys_bits(op, sa, sb, dtype):
         got_into = kernel(OpContext(op), a, b, out=into)
     assert got.tobytes() == expected.tobytes() and got_into is into and into.tobytes() == expected.tobytes()
     assert np.getbufsize() == 8192
+
+
+def test_apply_keeps_the_callers_errstate():
+    x = np.full((1, 4, 30, 30), 3e38, np.float32)
+    c = np.full((1, 4, 1, 1), 3e38, np.float32)
+    before = np.geterr()
+    with np.errstate(all="ignore"):
+        channels.apply(np.add, x, c, x)   # overflows: no warning inside the caller's errstate
+        assert np.geterr()["over"] == "ignore"
+    assert np.geterr() == before and np.getbufsize() == 8192 and np.isinf(x).all()
