@@ -3,7 +3,9 @@
 Calls mirror the ACL runtime (aclrtCreateStream, aclrtLaunchKernel, aclrtRecordEvent,
 aclrtStreamWaitEvent, aclrtSynchronizeStream, ...). Launches are asynchronous: the
 host pays the profile's launch cost and pushes the task into the stream's command
-queue, blocking only when that queue is full or when it synchronizes.
+queue, blocking only when that queue is full or when it synchronizes. Eager mode
+(``batch_waits``) holds the launches that find their queue full and submits them in
+batches, each as it would have been at its turn (``Device._hold``): the same timeline.
 ``graphexec.acl`` is the ACL-style facade over this class.
 """
 
