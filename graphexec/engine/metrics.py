@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+INF = float("inf")
+
 
 class Utilization(TypedDict):
     """What :func:`utilization` returns (Stats fields of the same names)."""
@@ -33,6 +35,55 @@ def utilization(done: list[Any], profile: Any, makespan: float) -> Utilization:
             work[t.unit] += t.flops / rate
     return {"cube_utilization": work["cube"] / makespan, "vector_utilization": work["vector"] / makespan,
             "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
+
+
+class Scan(TypedDict):
+    """What :func:`scan` returns: the work's window and the kernel counts and sums."""
+
+    lo: float
+    hi: float
+    num_kernels: int
+    num_aicpu: int
+    utilization: Utilization
+
+
+def scan(done: list[Any], profile: Any) -> Scan:
+    """One pass over a run's started tasks for ``make_stats``: the window of the kernels,
+    copies and control tasks (first start, last end), the kernels on the AI cores and on
+    the AI CPU, and :func:`utilization` over that window, summed in the same order (the
+    same floats as the separate passes it replaces)."""
+    peak: dict[str, dict[str, float]] = {"cube": {}, "vector": {}}
+    cores = {"cube": profile.ai_cores, "vector": profile.vector_cores}
+    work = {"cube": 0.0, "vector": 0.0}
+    moved = 0.0
+    lo, hi = INF, -INF
+    kernels = aicpu = 0
+    for t in done:
+        kind = t.kind
+        if kind == "kernel":
+            kernels += 1
+            unit = t.unit
+            if unit == "aicpu":
+                aicpu += 1
+            moved += t.bytes
+            rates = peak.get(unit)
+            if rates is not None:
+                rate = rates.get(t.dtype)
+                if rate is None:
+                    rate = rates[t.dtype] = profile.unit_rate(unit, t.dtype) * cores[unit]
+                work[unit] += t.flops / rate
+        elif kind != "memcpy" and kind != "control":
+            continue
+        if t.start_t < lo:
+            lo = t.start_t
+        if t.end_t > hi:
+            hi = t.end_t
+    makespan = hi - lo if hi >= lo else 0.0
+    util: Utilization = {"cube_utilization": 0.0, "vector_utilization": 0.0, "hbm_utilization": 0.0}
+    if makespan > 0:
+        util = {"cube_utilization": work["cube"] / makespan, "vector_utilization": work["vector"] / makespan,
+                "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
+    return {"lo": lo, "hi": hi, "num_kernels": kernels - aicpu, "num_aicpu": aicpu, "utilization": util}
 
 
 def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphexec.engine.metrics import executed_live_peak, utilization
+from graphexec.engine.metrics import executed_live_peak, scan
 from graphexec.profiling.counters import run_metrics
 from graphexec.profiling.record import RESULT_OBSERVERS
 
@@ -111,24 +111,21 @@ class Result:
 
 
 def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
-    """Stats of the run that just finished on ``dev``."""
+    """Stats of the run that just finished on ``dev`` (``metrics.scan``: one pass for the
+    window, the counts and the utilization)."""
     done = [t for t in dev.sim.finished if t.start_t is not None]
-    work = [t for t in done if t.kind in ("kernel", "memcpy", "control")]   # a control task spans its body
-    starts = [cast(float, t.start_t) for t in work]  # a finished task that started has both times
-    ends = [cast(float, t.end_t) for t in work]
-    makespan = (max(ends) - min(starts)) if work else 0.0
+    seen = scan(done, compiled.profile)
+    makespan = seen["hi"] - seen["lo"] if seen["hi"] >= seen["lo"] else 0.0
     lb, cp = compiled.bounds.lower_bound_us, compiled.bounds.critical_path_us
     plan, sched = compiled.memory_plan, compiled.schedule
-    kernels = [t for t in done if t.kind == "kernel"]   # control-flow bodies' kernels as they ran
-    sizes = {e.tensor: e.size for e in plan.buffers if e.region == "activation"}
+    sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None and e.region == "activation"}
     regions = compiled.region_bytes()
     return Stats(
         makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
-        num_tasks=len(done), num_kernels=sum(t.unit != "aicpu" for t in kernels),
-        num_aicpu=sum(t.unit == "aicpu" for t in kernels),
+        num_tasks=len(done), num_kernels=seen["num_kernels"], num_aicpu=seen["num_aicpu"],
         num_streams=len(sched.streams), num_events=sched.num_events,
         waits_before_pruning=sched.stats.get("waits_before_pruning", 0), num_event_ids=sched.num_event_ids,
-        **utilization(done, compiled.profile, makespan),
+        **seen["utilization"],
         peak_bytes=regions["activation"],
         lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
         cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes,

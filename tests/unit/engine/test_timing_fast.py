@@ -15,7 +15,7 @@ import pytest
 
 import graphexec as gx
 from graphexec.engine.feeds import default_feeds, signature
-from graphexec.engine.metrics import executed_live_peak
+from graphexec.engine.metrics import executed_live_peak, scan, utilization
 from graphexec.engine.result import make_stats
 from graphexec.ir import TensorType
 from graphexec.plan import TaskGraph
@@ -171,3 +171,45 @@ def test_signature_keys_by_dtype_exactly():
     assert signature({"x": TensorType(f32, (2, 3))}) != signature({"x": TensorType(np.dtype("float64"), (2, 3))})
     two = {"b": TensorType(f32, (1,)), "a": TensorType(np.dtype("int64"), (1,))}
     assert [k[0] for k in signature(two)] == ["a", "b"]
+
+
+def _window_plain(done):
+    work = [t for t in done if t.kind in ("kernel", "memcpy", "control")]
+    return (max(t.end_t for t in work) - min(t.start_t for t in work)) if work else 0.0
+
+
+class _Done:
+    def __init__(self, kind, unit, dtype, start, end, flops, nbytes):
+        self.kind, self.unit, self.dtype, self.start_t, self.end_t = kind, unit, dtype, start, end
+        self.flops, self.bytes = flops, nbytes
+
+
+@pytest.mark.parametrize("path", SOME, ids=[p.stem[6:] for p in SOME])
+def test_the_one_pass_scan_matches_the_separate_passes(path):
+    session = gx.Session(gx.load(path), streams=4)
+    result = session.simulate()
+    done = [t for t in result.run.tasks if t.start_t is not None]
+    profile = session.compiled.profile
+    seen = scan(done, profile)
+    makespan = _window_plain(done)
+    assert seen["hi"] - seen["lo"] == makespan == result.stats.makespan_us
+    assert seen["utilization"] == utilization(done, profile, makespan)
+    kernels = [t for t in done if t.kind == "kernel"]
+    assert seen["num_kernels"] == sum(t.unit != "aicpu" for t in kernels) == result.stats.num_kernels
+    assert seen["num_aicpu"] == sum(t.unit == "aicpu" for t in kernels)
+
+
+def test_the_scan_on_random_task_lists():
+    rng = random.Random(11)
+    profile = gx.Session(gx.load(SOME[-1])).profile
+    for _ in range(300):
+        done = []
+        for _ in range(rng.randrange(0, 10)):
+            start = rng.random() * 10
+            done.append(_Done(rng.choice(["kernel", "kernel", "memcpy", "control", "record", "wait"]),
+                              rng.choice(["cube", "vector", "aicpu"]), rng.choice(["float16", "float32"]),
+                              start, start + rng.choice([0.0, rng.random()]), rng.random() * 1e6, rng.random() * 1e5))
+        seen = scan(done, profile)
+        makespan = _window_plain(done)
+        assert (seen["hi"] - seen["lo"] if seen["hi"] >= seen["lo"] else 0.0) == makespan
+        assert seen["utilization"] == utilization(done, profile, makespan)
