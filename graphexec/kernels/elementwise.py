@@ -333,7 +333,7 @@ def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.nd
         if out is not None and out.dtype == d:
             shape = a.shape if a.shape == b.shape else _broadcast((a.shape, b.shape))
             into = out if out.shape == shape else None
-        if a.shape != b.shape and a.ndim and b.ndim and a.shape[-1] != b.shape[-1] \
+        if a.shape != b.shape and a.ndim and b.ndim and a.shape[-1] != b.shape[-1] and min(a.size, b.size) > 1 \
                 and max(a.size, b.size) >= BROADCAST_MIN and (op != "Div" or d.kind == "f"):
             with np.errstate(all="ignore"):   # one operand repeats along the last axis: numpy's small buffer
                 return channels.call(ufunc, a, b, into)

@@ -90,7 +90,7 @@ def test_stride0_run(sa, sb, run):
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
 @pytest.mark.parametrize("sa,sb", [((1, 64, 56, 56), (1, 64, 1, 1)), ((128, 1536), (128, 1)), ((128, 1), (128, 1536)),
                                    ((1, 32, 384), (1, 32, 1)), ((4, 9, 700), (700,)), ((3, 2, 8192), (3, 1, 1)),
-                                   ((1, 16, 384), (1, 16, 1)), ((1, 64, 56, 56), (64, 1, 1))])
+                                   ((1, 16, 384), (1, 16, 1)), ((1, 64, 56, 56), (64, 1, 1)), ((1, 64, 24, 80), (1,))])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_broadcasting_arithmetic_keeps_numpys_bits(op, sa, sb, dtype):
     from graphexec.kernels import registry
