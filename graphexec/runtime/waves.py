@@ -154,7 +154,8 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
     if sim._dirty or not active:
         return False
     moved = False
-    known: dict[Any, tuple[bool, bool]] = {}   # per cohort: first in line for its pool, demand tied
+    known: dict[Any, bool] = {}   # per cohort: first in line for its pool
+    ties: dict[Any, bool] = {}   # per cohort: its demand ties another's
     while True:
         dt = t - cores.t
         w = None
@@ -166,10 +167,10 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
                 w = c
         if w is None:
             return moved
-        first_tied = known.get(w)
-        if first_tied is None:   # neither changes while only wave ends happen here
-            first_tied = known[w] = (_first_in_line(sim, w, free), _tied(w, cohorts))
-        if not first_tied[0] or not _same_count(w, free):
+        first = known.get(w)
+        if first is None:   # it does not change while only wave ends happen here
+            first = known[w] = _first_in_line(sim, w, free)
+        if not first or not _same_count(w, free):
             return moved
         if dt > 0:   # ``CorePools.advance``
             for c in cohorts:
@@ -184,7 +185,10 @@ def run_shared_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
         w.left, w.rate = 1.0, 1.0 / w.time   # as a new Cohort starts
         task = w.task
         task.blocks_left -= w.n
-        if first_tied[1]:
+        tied = ties.get(w)
+        if tied is None:   # nor does this
+            tied = ties[w] = _tied(w, cohorts)
+        if tied:
             cores.retime()
         else:   # ``retime`` sorts the same cohorts by demand into the same order: the same rates
             w.rate = rate
