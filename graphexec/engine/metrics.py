@@ -90,12 +90,12 @@ def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int
     """Most activation bytes live at once as executed: a tensor lives from the start of
     its writer to the end of its last reader.
 
-    ``root`` maps a value to the one owning its bytes; for a ``TaskGraph.root`` whose
-    aliases point straight at their roots (``TaskGraph.flat``) the alias table is read
-    directly, with no call per name.
+    ``root`` maps a value to the one owning its bytes. For a ``TaskGraph.root`` whose
+    aliases point straight at their roots (``TaskGraph.flat``) every name that lives in an
+    activation tensor is mapped to it up front (``_owners``), so a name costs one lookup.
     """
-    graph = getattr(root, "__self__", None)
-    alias: dict[str, str] | None = graph.alias if graph is not None and getattr(graph, "flat", False) else None
+    owner = _owners(root, sizes)
+    get = owner.get if owner is not None else (lambda n: r if (r := root(n)) in sizes else None)
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     for t in done:
@@ -105,19 +105,36 @@ def executed_live_peak(done: list[Any], sizes: dict[str, int], root: Any) -> int
         if task is None:
             continue
         start, end = t.start_t, t.end_t
-        for name in map(root, task.writes) if alias is None else [alias.get(n, n) for n in task.writes]:
-            if name in sizes:
-                if name not in first:
-                    first[name], last[name] = start, end
-                    continue
-                if start < first[name]:
-                    first[name] = start
-                if end > last[name]:
-                    last[name] = end
-        for name in map(root, task.reads) if alias is None else [alias.get(n, n) for n in task.reads]:
-            if name in last and end > last[name]:
+        for name in task.writes:
+            name = get(name)
+            if name is None:
+                continue
+            if name not in first:
+                first[name], last[name] = start, end
+                continue
+            if start < first[name]:
+                first[name] = start
+            if end > last[name]:
+                last[name] = end
+        for name in task.reads:
+            name = get(name)
+            if name is not None and name in last and end > last[name]:
                 last[name] = end
     return _peak(first, last, sizes)
+
+
+def _owners(root: Any, sizes: dict[str, int]) -> dict[str, str] | None:
+    """Each name whose bytes are an activation tensor's -> that tensor, when ``root`` is a
+    flat ``TaskGraph.root``; None otherwise (``root`` is called per name)."""
+    graph = getattr(root, "__self__", None)
+    if graph is None or not getattr(graph, "flat", False):
+        return None
+    alias = graph.alias
+    owner = dict(zip(sizes, sizes))
+    for a in alias.keys() & owner.keys():   # an alias is never its own root (none, in a plan)
+        del owner[a]
+    owner.update({a: r for a, r in alias.items() if r in sizes})
+    return owner
 
 
 def _peak(first: dict[str, float], last: dict[str, float], sizes: dict[str, int]) -> int:

@@ -55,12 +55,39 @@ class Tape:
     def restore(self, device: Any) -> None:
         """Leave ``device`` as the simulated run left it (a private copy of the simulator,
         whose finished tasks are shared: nothing changes them once finished)."""
-        device.sim = copy.copy(self.sim)
+        device.sim = shallow_copy(self.sim)
         device.launches = list(self.launches)
         device.host_t = self.host_end
 
     def stats_for(self, device: Any) -> Any:
         return replace(self.stats, host_time_us=float(device.host_t), extra={})
+
+
+def shallow_copy(obj: Any) -> Any:
+    """``copy.copy(obj)``; an instance of a plain class (``_plain``) gets a new instance
+    with its dict copied directly, which is what ``copy.copy`` does after its
+    ``__reduce_ex__`` round trip (that took 2% of a timing-only run)."""
+    if not _plain(type(obj)):
+        return copy.copy(obj)
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
+_PLAIN: dict[type, bool] = {}
+
+
+def _plain(cls: Any) -> bool:
+    """Whether ``copy.copy`` of a ``cls`` instance is a new instance with the same dict:
+    object's own ``__new__`` and pickle protocol, no copy hooks, no slots in any base."""
+    known = _PLAIN.get(cls)
+    if known is None:
+        hooks = ("__copy__", "__setstate__", "__getnewargs_ex__", "__getnewargs__")
+        known = _PLAIN[cls] = bool(
+            cls.__new__ is object.__new__ and cls.__reduce_ex__ is object.__reduce_ex__
+            and cls.__reduce__ is object.__reduce__ and cls.__getstate__ is object.__getstate__
+            and not any(hasattr(cls, hook) for hook in hooks) and all("__slots__" not in vars(k) for k in cls.__mro__))
+    return known
 
 
 def replay(ctx: ExecContext, kernels: list[Task], tape: Tape) -> None:

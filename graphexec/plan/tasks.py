@@ -101,8 +101,7 @@ class TaskGraph:
     def flat(self) -> bool:
         """Whether every alias points straight at its root (lowering flattens them): then
         ``alias.get(name, name)`` is ``root(name)``, a lookup with no call."""
-        alias = self.alias
-        return not any(target in alias for target in alias.values())
+        return self.alias.keys().isdisjoint(self.alias.values())
 
     def root(self, name: str) -> str:
         """The value that owns the bytes ``name`` lives in."""

@@ -139,12 +139,37 @@ def run_metrics(tasks: list[Any]) -> RunMetrics:
     if hi <= lo:
         return {"mean_queue_depth": 0.0, "max_queue_depth": 0, "device_idle_us": 0.0, "host_wait_us": 0.0}
     depth = total_depth(tasks)
-    _, area = measure(depth, lo, hi)
-    peak = max([level_at(depth, lo)] + [v for t, v in depth if lo <= t < hi])
+    area, peak = _area_peak(depth, lo, hi)
     idle = _gaps(done)
-    host_wait = sum(measure(depth, a, b, lambda v: v <= 0)[0] for a, b in idle)
+    host_wait = sum(_empty_time(depth, a, b) for a, b in idle)
     return {"mean_queue_depth": area / (hi - lo), "max_queue_depth": int(peak),
             "device_idle_us": sum(b - a for a, b in idle), "host_wait_us": host_wait}
+
+
+def _area_peak(series: Series, lo: float, hi: float) -> tuple[float, float]:
+    """``measure(series, lo, hi)[1]`` and the highest level in [lo, hi), in one walk (the
+    same additions in the same order; no ``keep`` call per step)."""
+    i, j = bisect.bisect_right(series, lo, key=_TIME), bisect.bisect_left(series, hi, key=_TIME)
+    t0, v = lo, series[i - 1][1] if i else 0.0
+    area, peak = 0.0, v
+    for t1, level in series[i:j]:
+        area += v * (t1 - t0)
+        t0, v = t1, level
+        if level > peak:
+            peak = level
+    return area + v * (hi - t0), peak
+
+
+def _empty_time(series: Series, lo: float, hi: float) -> float:
+    """``measure(series, lo, hi, lambda v: v <= 0)[0]``: the time in [lo, hi] at level 0."""
+    i, j = bisect.bisect_right(series, lo, key=_TIME), bisect.bisect_left(series, hi, key=_TIME)
+    t0, v = lo, series[i - 1][1] if i else 0.0
+    time = 0.0
+    for t1, level in series[i:j]:
+        if v <= 0:
+            time += t1 - t0
+        t0, v = t1, level
+    return time + (hi - t0) if v <= 0 else time
 
 
 def busy_cores(tasks: list[Any], samples: list[Any], profile: Any) -> list[tuple[float, int, int]]:

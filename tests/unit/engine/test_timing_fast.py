@@ -6,6 +6,7 @@ peak read from the alias table against ``TaskGraph.root`` per name, the cached
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import graphexec as gx
 from graphexec.engine.feeds import default_feeds, signature
 from graphexec.engine.metrics import executed_live_peak, scan, utilization
+from graphexec.engine.replay import shallow_copy
 from graphexec.engine.result import make_stats
 from graphexec.ir import TensorType
 from graphexec.plan import TaskGraph
@@ -145,7 +147,7 @@ def test_executed_live_peak_on_random_timelines_ties_and_chained_aliases():
         if trial % 2:   # a chain: not flat, root() must follow it
             alias["b0"] = "a0"
         graph = TaskGraph([], {}, alias)
-        sizes = {n: rng.randrange(1, 50) for n in names if rng.random() < 0.8}
+        sizes = {n: rng.randrange(1, 50) for n in names + list(alias) if rng.random() < 0.7}   # aliases too
         pool = names + list(alias)
         done = []
         for _ in range(rng.randrange(1, 12)):
@@ -213,3 +215,31 @@ def test_the_scan_on_random_task_lists():
         makespan = _window_plain(done)
         assert (seen["hi"] - seen["lo"] if seen["hi"] >= seen["lo"] else 0.0) == makespan
         assert seen["utilization"] == utilization(done, profile, makespan)
+
+
+class _Slots:
+    __slots__ = ("a",)
+
+    def __init__(self):
+        self.a = [1]
+
+
+class _Hooked:
+    def __init__(self):
+        self.a = [1]
+
+    def __copy__(self):
+        return "hooked"
+
+
+def test_shallow_copy_is_copy_copy():
+    session = gx.Session(gx.load(SOME[-1]), streams=4)
+    session.simulate()
+    sim = session.compiled.device.sim
+    fast, plain = shallow_copy(sim), copy.copy(sim)
+    assert type(fast) is type(plain) is type(sim) and fast is not sim
+    assert vars(fast) == vars(plain) and all(vars(fast)[k] is v for k, v in vars(sim).items())
+    slotted = _Slots()
+    assert shallow_copy(slotted).a is slotted.a and type(shallow_copy(slotted)) is _Slots   # copy.copy's way
+    assert shallow_copy(_Hooked()) == "hooked"
+    assert shallow_copy({"a": 1}) == {"a": 1}

@@ -12,7 +12,18 @@ import onnx
 import pytest
 
 import graphexec as gx
-from graphexec.profiling.counters import _gaps, _window, level_at, measure, run_metrics, steps, total_depth, work
+from graphexec.profiling.counters import (
+    _area_peak,
+    _empty_time,
+    _gaps,
+    _window,
+    level_at,
+    measure,
+    run_metrics,
+    steps,
+    total_depth,
+    work,
+)
 
 LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
 SOME = [p for p in LIGHT if p.stem in ("light_inception_v1", "light_shufflenet")]
@@ -75,3 +86,16 @@ def test_total_depth_and_run_metrics_on_random_timelines_with_ties():
         assert work(tasks) == _work_plain(tasks)
         done = [t for t in tasks if t.start_t is not None]
         assert run_metrics(done) == _metrics_plain(done)
+
+
+def test_area_peak_and_empty_time_are_measure_s_numbers():
+    rng = random.Random(5)
+    for _ in range(500):
+        times = sorted({float(rng.randrange(20)) / 4 for _ in range(rng.randrange(0, 12))})
+        series = [(t, float(rng.randrange(-1, 4))) for t in times]
+        lo = rng.randrange(-2, 22) / 4
+        hi = lo + rng.randrange(1, 12) / 4
+        area, peak = _area_peak(series, lo, hi)
+        assert area == measure(series, lo, hi)[1]
+        assert peak == max([level_at(series, lo)] + [v for t, v in series if lo <= t < hi])
+        assert _empty_time(series, lo, hi) == measure(series, lo, hi, lambda v: v <= 0)[0]
