@@ -241,7 +241,7 @@ def _initializer(init: onnx.TensorProto, raw: np.ndarray | None, where: str) -> 
                     or sys.byteorder != "little":
                 init.raw_data = raw.tobytes()   # what to_array unpacks or swaps itself
             else:
-                arr = raw.view(helper.tensor_dtype_to_np_dtype(init.data_type)).reshape(init.dims)
+                arr = np.frombuffer(raw, helper.tensor_dtype_to_np_dtype(init.data_type)).reshape(init.dims)
                 arr.flags.writeable = False
                 return arr
         return numpy_helper.to_array(init)

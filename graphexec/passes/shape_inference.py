@@ -61,12 +61,12 @@ def walk(graph: Graph, fold: bool) -> tuple[bool, bool]:
     """One pass in node order: (any type got better, any node folded).
 
     Only a fold makes a constant, and every node was checked after the last one, so a
-    node can have become foldable only through an input folded in this walk, or (Shape,
-    Size) through its input's type becoming static.
+    node can have become foldable only through an input folded in this walk (a subgraph's
+    outer-scope reads included), or (Shape, Size) through its input's type becoming static.
     """
     kept, typed, made = [], False, set()
     for node in graph.nodes:
-        if fold and (node.op in ("Shape", "Size") or any(n in made for n in node.inputs)) \
+        if fold and (node.op in ("Shape", "Size") or any(n in made for n in node.all_inputs)) \
                 and _foldable(node, graph):
             _fold(node, graph)
             made.update(node.outputs)

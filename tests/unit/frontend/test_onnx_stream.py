@@ -75,12 +75,40 @@ def test_every_element_type_loads_as_to_array_gives_it(tmp_path: Path, split_alw
     assert got["f32"][3] is False   # read-only, as a view of the parsed bytes is
 
 
-def test_a_file_of_constants_elsewhere_is_not_split(tmp_path: Path) -> None:
-    """Weights in typed fields (or Constant nodes) are not raw_data: splitting would only cost."""
-    path = _save(_model(), tmp_path)
-    with path.open("rb") as f:
-        assert raw_bytes(f, path.stat().st_size) == sum(a.nbytes if a.dtype != ml_dtypes.int4 else 4
-                                                        for a in WEIGHTS.values())
+def test_raw_bytes_counts_the_initializers_raw_data() -> None:
+    model = _model()
+    with __import__("io").BytesIO(model.SerializeToString()) as f:
+        n = raw_bytes(f, model.ByteSize())
+    assert n == sum(a.nbytes if a.dtype != ml_dtypes.int4 else 4 for a in WEIGHTS.values())
+
+
+def test_a_file_of_weights_in_constant_nodes_is_parsed_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights in Constant nodes are not initializers' raw_data: splitting would only cost."""
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w, "w")),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "c", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 256])])
+    path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path)
+    monkeypatch.setattr(frontend, "STREAM_MIN_BYTES", 1)
+    monkeypatch.setattr(frontend, "split_weights", lambda f, n: pytest.fail("split a file of Constant weights"))
+    assert np.array_equal(gx.load(str(path)).values["w"].const, w)
+
+
+def test_a_raw_data_of_the_wrong_length_fails_as_the_whole_parse_does(tmp_path: Path) -> None:
+    bad = TensorProto(name="w", dims=[2], data_type=TensorProto.FLOAT, raw_data=b"\0" * 7)
+    big = numpy_helper.from_array(np.ones(4096, np.float32), "big")
+    path = _save(_model([bad, big]), tmp_path)
+    errors = []
+    for threshold in (1, 1 << 40):
+        frontend.STREAM_MIN_BYTES = threshold
+        try:
+            with pytest.raises(ModelLoadError) as e:
+                gx.load(str(path))
+            errors.append(str(e.value))
+        finally:
+            frontend.STREAM_MIN_BYTES = 32 << 20
+    assert errors[0] == errors[1] and "initializer 'w' is malformed" in errors[0]
 
 
 def test_a_graph_field_twice_is_left_to_protobuf(tmp_path: Path) -> None:
@@ -113,7 +141,7 @@ def test_a_damaged_file_fails_as_the_whole_parse_does(cut: int, flip: int, tmp_p
     assert outcomes[0] == outcomes[1]
 
 
-def test_a_large_file_takes_the_split_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_past_the_threshold_takes_the_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big = numpy_helper.from_array(rng.standard_normal((1 << 20) // 4 * 9).astype(np.float32), "big")  # 9 MiB
     path = _save(_model([big]), tmp_path)
     monkeypatch.setattr(frontend, "STREAM_MIN_BYTES", 8 << 20)

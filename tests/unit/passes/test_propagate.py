@@ -82,3 +82,23 @@ def test_single_node_inference_leaves_what_onnx_cannot_say() -> None:
     assert g.values["g0"].type.dtype is None
     assert not type_node(g, relu, None)
     assert g.values["r0"].type.dtype is None
+
+
+def test_an_if_reading_a_value_folded_in_the_walk_is_folded_too() -> None:
+    """s = Shape(Relu(x)) becomes constant only in the walk; an If with a constant condition
+    reads s through its branches alone (an outer-scope read), and folds with it (found in review)."""
+    then = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.INT64, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["s"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.INT64, None)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("Constant", [], ["c"], value=helper.make_tensor("cv", TensorProto.BOOL, [], [True])),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Mul", ["r", "r"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = gx.Session(gx.load(model), streams=2).run({"x": np.ones((2, 3), np.float32)})
+    assert result.outputs["y"].tolist() == [2, 3]
+    assert result.stats.num_tasks == 2   # Relu and Mul: the Shape and the If folded
