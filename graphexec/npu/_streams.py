@@ -215,6 +215,7 @@ def set_stream_limit(stream: Stream, cube_num: int = -1, vector_num: int = -1) -
             raise GraphExecError(f"set_stream_limit: {unit}_num must be -1 (no cap) or 1..{most}, got {n!r}")
         if n > 0:
             limit[unit] = n
+    stream.card.device.flush()   # launches held on a full queue were made under the old cap
     stream.rt.core_limit = limit or None
 
 
@@ -226,4 +227,5 @@ def get_stream_limit(stream: Stream) -> dict[str, int]:
 
 def reset_stream_limit(stream: Stream) -> None:
     stream.check()
+    stream.card.device.flush()
     stream.rt.core_limit = None

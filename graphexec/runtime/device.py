@@ -219,13 +219,18 @@ class Device:
         finally:
             self._submitting = False
 
+    def flush(self) -> None:
+        """Submit the held launches now: the host is about to change what they run under
+        (a stream's core cap), which the plain launch would have found unchanged."""
+        if self._held:
+            self._submit_held()
+
     @contextmanager
     def on_device(self) -> Iterator[None]:
         """Launches made meanwhile come from a control task on the device (GE's stream
         switch activating streams loaded with the model): they enter their queues at the
         device's clock and cost the host nothing."""
-        if self._held:
-            self._submit_held()
+        self.flush()
         self._on_device += 1
         try:
             yield
@@ -237,8 +242,7 @@ class Device:
         """Launches made meanwhile are the tasks of one loaded graph (a captured graph's
         replay, a compiled plan run from eager code): one host call starts them all, as
         graph mode's ModelExecute, on a device that otherwise launches task by task."""
-        if self._held:
-            self._submit_held()
+        self.flush()
         saved = self.graph_mode, self._execute
         self.graph_mode, self._execute = True, None
         try:

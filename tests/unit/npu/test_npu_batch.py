@@ -87,3 +87,29 @@ def test_the_benchmark_chain_batched_is_the_plain_one(monkeypatch):
     batched = chain()
     monkeypatch.setattr(device_mod, "BATCH", False)
     assert batched == chain()
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_a_core_cap_set_while_launches_are_held_applies_after_them(monkeypatch: pytest.MonkeyPatch,
+                                                                   reset: bool) -> None:
+    """set_stream_limit (or its reset) after launches were held on a full queue: those
+    launches run as the plain ones would have, under the cap they were made under (found in
+    review: they were submitted later, under the new cap)."""
+    def program(batch: bool) -> tuple:
+        monkeypatch.setattr(device_mod, "BATCH", batch)
+        npu.init(load_profile("ascend910").model_copy(update={"queue_depth": 8, "max_tasks_per_stream": 8}))
+        s = npu.Stream()
+        a = npu.tensor(np.ones((256, 256), np.float32))
+        with npu.stream(s):
+            if reset:
+                npu.set_stream_limit(s, 1, 1)
+            for _ in range(40):
+                a = a @ a * 0.001
+            npu.reset_stream_limit(s) if reset else npu.set_stream_limit(s, 1, 1)
+            for _ in range(10):
+                a = a + 1.0
+        npu.synchronize()
+        dev = STATE.card().device
+        return a.numpy().tobytes(), [(r["name"], r["start"], r["end"], r["cores"]) for r in dev.timeline()]
+
+    assert program(True) == program(False)
