@@ -17,24 +17,41 @@ class Utilization(TypedDict):
 
 def utilization(done: list[Any], profile: Any, makespan: float) -> Utilization:
     """Achieved share of peak: cube and vector flops, HBM bytes, over the makespan."""
-    if makespan <= 0:
-        return {"cube_utilization": 0.0, "vector_utilization": 0.0, "hbm_utilization": 0.0}
-    peak: dict[str, dict[str, float]] = {"cube": {}, "vector": {}}   # a unit's flops/us per dtype
-    cores = {"cube": profile.ai_cores, "vector": profile.vector_cores}
-    work = {"cube": 0.0, "vector": 0.0}
-    moved = 0.0
-    for t in done:
-        if t.kind != "kernel":
-            continue
-        moved += t.bytes
-        rates = peak.get(t.unit)
+    return _shares(_Sums(profile), done, profile, makespan)
+
+
+class _Sums:
+    """The kernels' busy time per unit at peak (flops / the unit's peak at their dtype,
+    summed in task order) and the bytes they moved."""
+
+    __slots__ = ("peak", "cores", "work", "moved")
+
+    def __init__(self, profile: Any) -> None:
+        self.peak: dict[str, dict[str, float]] = {"cube": {}, "vector": {}}   # a unit's flops/us per dtype
+        self.cores = {"cube": profile.ai_cores, "vector": profile.vector_cores}
+        self.work = {"cube": 0.0, "vector": 0.0}
+        self.moved = 0.0
+
+    def add(self, t: Any, profile: Any) -> None:
+        self.moved += t.bytes
+        rates = self.peak.get(t.unit)
         if rates is not None:
             rate = rates.get(t.dtype)
             if rate is None:
-                rate = rates[t.dtype] = profile.unit_rate(t.unit, t.dtype) * cores[t.unit]
-            work[t.unit] += t.flops / rate
+                rate = rates[t.dtype] = profile.unit_rate(t.unit, t.dtype) * self.cores[t.unit]
+            self.work[t.unit] += t.flops / rate
+
+
+def _shares(sums: _Sums, done: list[Any] | None, profile: Any, makespan: float) -> Utilization:
+    """The utilizations over ``makespan`` (``done``'s kernels added to ``sums`` first)."""
+    if makespan <= 0:
+        return {"cube_utilization": 0.0, "vector_utilization": 0.0, "hbm_utilization": 0.0}
+    for t in done or ():
+        if t.kind == "kernel":
+            sums.add(t, profile)
+    work = sums.work
     return {"cube_utilization": work["cube"] / makespan, "vector_utilization": work["vector"] / makespan,
-            "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
+            "hbm_utilization": sums.moved / (profile.hbm_bytes_per_us * makespan)}
 
 
 class Scan(TypedDict):
@@ -50,39 +67,24 @@ class Scan(TypedDict):
 def scan(done: list[Any], profile: Any) -> Scan:
     """One pass over a run's started tasks for ``make_stats``: the window of the kernels,
     copies and control tasks (first start, last end), the kernels on the AI cores and on
-    the AI CPU, and :func:`utilization` over that window, summed in the same order (the
-    same floats as the separate passes it replaces)."""
-    peak: dict[str, dict[str, float]] = {"cube": {}, "vector": {}}
-    cores = {"cube": profile.ai_cores, "vector": profile.vector_cores}
-    work = {"cube": 0.0, "vector": 0.0}
-    moved = 0.0
+    the AI CPU, and :func:`utilization` over that window (the same sums in the same order)."""
+    sums = _Sums(profile)
     lo, hi = INF, -INF
     kernels = aicpu = 0
     for t in done:
         kind = t.kind
         if kind == "kernel":
             kernels += 1
-            unit = t.unit
-            if unit == "aicpu":
+            if t.unit == "aicpu":
                 aicpu += 1
-            moved += t.bytes
-            rates = peak.get(unit)
-            if rates is not None:
-                rate = rates.get(t.dtype)
-                if rate is None:
-                    rate = rates[t.dtype] = profile.unit_rate(unit, t.dtype) * cores[unit]
-                work[unit] += t.flops / rate
+            sums.add(t, profile)
         elif kind != "memcpy" and kind != "control":
             continue
         if t.start_t < lo:
             lo = t.start_t
         if t.end_t > hi:
             hi = t.end_t
-    makespan = hi - lo if hi >= lo else 0.0
-    util: Utilization = {"cube_utilization": 0.0, "vector_utilization": 0.0, "hbm_utilization": 0.0}
-    if makespan > 0:
-        util = {"cube_utilization": work["cube"] / makespan, "vector_utilization": work["vector"] / makespan,
-                "hbm_utilization": moved / (profile.hbm_bytes_per_us * makespan)}
+    util = _shares(sums, None, profile, hi - lo if hi >= lo else 0.0)
     return {"lo": lo, "hi": hi, "num_kernels": kernels - aicpu, "num_aicpu": aicpu, "utilization": util}
 
 
