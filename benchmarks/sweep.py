@@ -47,10 +47,11 @@ TARGET_TASKS_PER_S = 200_000   # simulated tasks per second of one core, all mod
 
 def first_run(graph: gx.Graph, feeds: dict[str, Any], timing: bool, repeat: int) -> tuple[float, int]:
     """Best seconds of the first run (full or timing-only) of a freshly compiled plan, and its task count."""
-    best, tasks = math.inf, 0
+    best, tasks, result = math.inf, 0, None
     for _ in range(repeat):
         session = gx.Session(graph, streams=4)
         session.compile(feeds)
+        result = None   # the last run's result (and its session) is freed here, not inside the timing
         t0 = time.perf_counter()
         result = session.simulate(feeds) if timing else session.run(feeds)
         best = min(best, time.perf_counter() - t0)
