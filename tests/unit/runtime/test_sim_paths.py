@@ -36,6 +36,15 @@ def _same(seen: dict) -> None:
     assert seen["steps"] == seen["plain"]
 
 
+def _across(use, observe) -> None:
+    """``observe(kind)`` (a fresh device, its workload, what it saw) on every simulator: the same."""
+    seen = {}
+    for kind in KINDS:
+        use(kind)
+        seen[kind] = observe(kind)
+    _same(seen)
+
+
 def _serial(dev: Device, rng: np.random.Generator, ops: int) -> None:
     """Mostly one stream at a time: chains of kernels separated by records and waits, with
     the host syncing or polling now and then (each sync leaves the device idle)."""
@@ -66,14 +75,12 @@ def _serial(dev: Device, rng: np.random.Generator, ops: int) -> None:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_serial_chains_match_the_plain_simulator(use, seed):
-    seen = {}
-    for kind in KINDS:
-        use(kind)
+    def observe(kind: str) -> tuple:
         rng = np.random.default_rng(1000 + seed)
         dev = Device(_profile(rng), graph_mode=bool(rng.random() < 0.5))
         _serial(dev, rng, int(rng.integers(10, 120)))
-        seen[kind] = _seen(dev)
-    _same(seen)
+        return _seen(dev)
+    _across(use, observe)
 
 
 def _tied(dev: Device, rng: np.random.Generator) -> None:
@@ -94,14 +101,11 @@ def _tied(dev: Device, rng: np.random.Generator) -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_shared_waves_with_tied_demands_match(use, seed):
-    seen = {}
-    for kind in KINDS:
-        use(kind)
-        rng = np.random.default_rng(2000 + seed)
+    def observe(kind: str) -> tuple:
         dev = Device("ascend910", graph_mode=True)
-        _tied(dev, rng)
-        seen[kind] = _seen(dev)
-    _same(seen)
+        _tied(dev, np.random.default_rng(2000 + seed))
+        return _seen(dev)
+    _across(use, observe)
 
 
 @pytest.mark.parametrize("loop_waves", [0, 128, 10_000])   # numpy always / as shipped / the loop always
@@ -147,15 +151,13 @@ def _same_time(dev: Device, rng: np.random.Generator) -> None:
 @pytest.mark.parametrize("overhead", [0.0, 1.0])
 @pytest.mark.parametrize("seed", range(10))
 def test_timers_due_with_readies_keep_the_heap_order(use, seed, overhead):
-    seen = {}
-    for kind in KINDS:
-        use(kind)
+    def observe(kind: str) -> tuple:
         rng = np.random.default_rng(3000 + seed)
         profile = _profile(rng).model_copy(update={"task_overhead_us": overhead, "launch_cost_us": 1.0})
         dev = Device(profile, graph_mode=bool(seed % 2))
         _same_time(dev, rng)
-        seen[kind] = _seen(dev)
-    _same(seen)
+        return _seen(dev)
+    _across(use, observe)
 
 
 class Boom(Exception):
@@ -232,22 +234,16 @@ def _group(kind: str, seed: int) -> list[tuple]:
 
 @pytest.mark.parametrize("seed", range(15))
 def test_three_devices_on_one_clock_match(use, seed):
-    seen = {}
-    for kind in KINDS:
-        use(kind)
-        seen[kind] = _group(kind, seed)
-    _same(seen)
+    _across(use, lambda kind: _group(kind, seed))
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_more_random_workloads_match(use, seed):
     """``test_sim_fast``'s random workloads on more seeds (queues of 2 to 11 tasks, host
     syncs and polls midway, capped streams, events across streams)."""
-    seen = {}
-    for kind in KINDS:
-        use(kind)
+    def observe(kind: str) -> tuple:
         rng = np.random.default_rng(5000 + seed)
         dev = Device(_profile(rng), graph_mode=bool(rng.random() < 0.5))
         _workload(dev, rng, int(rng.integers(20, 120)))
-        seen[kind] = _seen(dev)
-    _same(seen)
+        return _seen(dev)
+    _across(use, observe)
