@@ -20,8 +20,9 @@ from onnx import TensorProto, helper
 
 from graphexec.errors import UnsupportedOpError
 from graphexec.kernels import quant_shapes as shapes
+from graphexec.kernels import scratch
 from graphexec.kernels.custom import CustomKernel
-from graphexec.kernels.registry import KernelFn, OpContext, Unsupported, register
+from graphexec.kernels.registry import KernelFn, OpContext, Unsupported, fits, register
 
 MS = "com.microsoft"
 _F32 = np.dtype(np.float32)
@@ -90,10 +91,11 @@ def expand_param(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int = 
 
 
 def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = True,
-             inplace: bool = False, nan_free: bool = False) -> np.ndarray:
+             inplace: bool = False, nan_free: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """``v`` (already divided by the scale) plus ``zp``, rounded and saturated into ``dtype``;
     ``inplace`` lets it overwrite ``v`` (a temporary of the caller's) instead of a copy, and
-    ``nan_free`` (the caller knows ``v`` holds no NaN) skips the pass that looks for one."""
+    ``nan_free`` (the caller knows ``v`` holds no NaN) skips the pass that looks for one.
+    An integer result goes into ``out`` when it fits (the same cast as ``astype``)."""
     if dtype in INT_RANGES:
         lo, hi = INT_RANGES[dtype]
         r = np.rint(v, out=v) if inplace and isinstance(v, np.ndarray) else np.asarray(np.rint(v))
@@ -105,6 +107,9 @@ def quantize(v: np.ndarray, dtype: np.dtype, zp: Any = None, saturate: bool = Tr
         _CLIP(r, lo, hi, out=r)
         if not nan_free and r.size and np.isnan(r.min()):
             r[np.isnan(r)] = lo
+        if fits(out, r.shape, dtype):
+            np.copyto(out, r, casting="unsafe")
+            return out
         return r.astype(dtype)
     if zp is not None:
         v = v + np.asarray(zp).astype(v.dtype)
@@ -141,10 +146,14 @@ def _params(ctx: OpContext, kind: str, x: np.ndarray, scale: np.ndarray, zp: np.
     return hit
 
 
-@register("QuantizeLinear", since=10)
+@register("QuantizeLinear", since=10, out=True)
 @ms_register("QuantizeLinear", shapes.quantize)
-def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None) -> np.ndarray:
-    """y = saturate(rint(x / scale) + zp); the division in float32 unless ``precision`` says otherwise."""
+def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """y = saturate(rint(x / scale) + zp); the division in float32 unless ``precision`` says otherwise.
+    A float32 input to an integer type divides into a kept scratch buffer and casts into
+    ``out``: a fresh quotient of a 1x6x400x400 tensor costs its page faults every run
+    (the same operations, so the same bits)."""
     def make() -> tuple[Any, ...]:
         dtype = _out_dtype(ctx, zp)
         axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
@@ -156,14 +165,20 @@ def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.nda
 
     dtype, cdt, s, z, saturate = _params(ctx, "q", x, scale, zp, make)
     with np.errstate(all="ignore"):
+        if x.dtype == cdt == _F32 and dtype in INT_RANGES and np.ndim(s) <= x.ndim \
+                and np.broadcast_shapes(x.shape, np.shape(s)) == x.shape:
+            v = np.divide(x, s, out=scratch.buffer("quant.v", x.shape, _F32))
+            return quantize(v, dtype, z, saturate, inplace=True, out=out)
         v = ((x if x.dtype == cdt else x.astype(cdt)) / s).astype(_F32, copy=False)
         return quantize(v, dtype, z, saturate, inplace=True)
 
 
-@register("DequantizeLinear", since=10)
+@register("DequantizeLinear", since=10, out=True)
 @ms_register("DequantizeLinear", shapes.dequantize)
-def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None) -> np.ndarray:
-    """y = (x - zp) * scale in float32, rounded once to the output type (the scale's or ``output_dtype``)."""
+def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None = None,
+                      out: np.ndarray | None = None) -> np.ndarray:
+    """y = (x - zp) * scale in float32, rounded once to the output type (the scale's or ``output_dtype``);
+    a float32 result is computed in ``out`` when it fits (the same steps, no fresh array)."""
     def make() -> tuple[Any, ...]:
         attr = int(ctx.attr("output_dtype", 0))
         dtype = _np(attr) if attr else scale.dtype
@@ -174,7 +189,13 @@ def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.n
         return dtype, z, expand_param(scale, x.shape, axis, block).astype(_F32)
 
     dtype, z, s = _params(ctx, "dq", x, scale, zp, make)
-    v = x.astype(_F32)
+    if fits(out, x.shape, dtype) and dtype == _F32 and not np.may_share_memory(out, x) \
+            and all(np.ndim(p) <= x.ndim and np.broadcast_shapes(x.shape, np.shape(p)) == x.shape
+                    for p in (z, s) if p is not None):
+        np.copyto(out, x, casting="unsafe")   # astype's cast, into out
+        v = out
+    else:
+        v = x.astype(_F32)
     if z is not None:
         v -= z
     v *= s

@@ -225,21 +225,38 @@ class FusedConv:
 
 
 class FusedAffine:
-    """x*K+S per channel (then Relu) for a chain of affine steps."""
+    """x*K+S per channel (then Relu) for a chain of affine steps.
+
+    When K and S each hold one value for every channel (bit for bit: a learned scalar scale,
+    as in PP-OCR's activations), they are applied as one-element operands: numpy then runs
+    its scalar loop over the whole tensor, where a (C, 1, 1) operand against runs shorter
+    than its buffer goes through the buffered loop (1x240x12x40: 52 -> 12 us). Every element
+    gets the same multiply and add either way."""
 
     def __init__(self, x: str, y: str, affine: Affine, relu: bool) -> None:
         self.x, self.y, (self.k, self.s), self.relu = x, y, affine, relu
+        self.uniform = _uniform(self.k) and _uniform(self.s)
 
     def __call__(self, values: dict[str, Any], out: Any = None) -> dict[str, Any]:
         x = values[self.x]
-        shape = (-1,) + (1,) * (x.ndim - 2)
+        if self.uniform and x.ndim:
+            k, s = self.k[:1].reshape((1,) * x.ndim), self.s[:1].reshape((1,) * x.ndim)
+        else:
+            shape = (-1,) + (1,) * (x.ndim - 2)
+            k, s = self.k.reshape(shape), self.s.reshape(shape)
         y = out if out is not None and out.shape == x.shape and out.dtype == x.dtype else np.empty_like(x)
         with np.errstate(all="ignore"):   # as the plain kernels: IEEE results, no warnings
-            np.multiply(x, self.k.reshape(shape), out=y)
-            y += self.s.reshape(shape)
+            np.multiply(x, k, out=y)
+            y += s
         if self.relu:
             relu(y, out=y)
         return {self.y: y}
+
+
+def _uniform(v: np.ndarray) -> bool:
+    """Whether every element of ``v`` has the same bits (+0 and -0 differ, NaNs may too)."""
+    bits = np.ascontiguousarray(v).view(np.uint8).reshape(v.size, -1) if v.size else v
+    return bool(v.size) and bool((bits == bits[:1]).all())
 
 
 class Done:

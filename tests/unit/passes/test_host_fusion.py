@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -102,3 +104,33 @@ def test_a_conv_the_reference_computes_still_folds_step_by_step():
     head.plain.uses_fallback = True
     got = compiled.run({"x": X}).outputs["y"]
     np.testing.assert_allclose(got, ReferenceEvaluator(_model(nodes)).run(None, {"x": X})[0], rtol=2e-5, atol=2e-5)
+
+
+_EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.2e-38, 3e38, -3e38], np.float32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 7), min_size=1, max_size=4), st.sampled_from(list(_EDGES) + [0.5, -3.25, 7e-3]),
+       st.sampled_from(list(_EDGES) + [1.0, -0.125]), st.booleans(), st.integers(0, 2**32 - 1))
+def test_a_uniform_affine_has_the_per_channel_bits(dims, k, s, relu, seed):
+    """One K and S for every channel: the one-element operands give each element the per-channel
+    path's bits (edge values in x, K and S included), into ``out`` and into a fresh array."""
+    shape = tuple(dims) if len(dims) > 1 else (dims[0], 3)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-40, 39, shape)).astype(np.float32)
+    x.reshape(-1)[rng.integers(0, x.size, 3)] = rng.choice(_EDGES, 3)
+    c = shape[1] if len(shape) > 1 else shape[0]
+    affine = (np.full(c, k, np.float32), np.full(c, s, np.float32))
+    fast, plain = FusedAffine("x", "y", affine, relu), FusedAffine("x", "y", affine, relu)
+    plain.uniform = False
+    assert fast.uniform
+    want = plain({"x": x})["y"]
+    assert fast({"x": x})["y"].tobytes() == want.tobytes()
+    out = np.empty_like(x)
+    assert fast({"x": x}, out)["y"] is out and out.tobytes() == want.tobytes()
+
+
+def test_affine_with_different_channels_or_signed_zeros_is_not_uniform():
+    assert not FusedAffine("x", "y", (np.array([1, 2], np.float32), np.zeros(2, np.float32)), False).uniform
+    assert not FusedAffine("x", "y", (np.ones(2, np.float32), np.array([0.0, -0.0], np.float32)), False).uniform
+    assert FusedAffine("x", "y", (np.ones(3, np.float32), np.full(3, -0.0, np.float32)), False).uniform
