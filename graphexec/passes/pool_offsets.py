@@ -54,38 +54,61 @@ def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = No
     for j, it in enumerate(items):
         for w in it.writers:
             written.setdefault(w, []).append(j)
+    slots = [[written.get(tid, ()) for tid in ids] for ids in per_stream]   # items each position writes
+    firsts = [it.first for it in items]
+    later = _later_by_index(firsts)
     pool = np.array(range(len(per_stream)) if streams is None else streams, dtype=np.int64)
     last = np.array([starts[s][-1] if starts[s] else -1 for s in pool], dtype=np.int64)
     entry = _entry_clocks(schedule, pool)
-    out: list[set[int]] = [set() for _ in items]
+    rows: list[int] = []   # the pairs found: (rows[k], cols[k]), the later-written item second
+    cols: list[int] = []
     knowing = _Knowing(schedule)
-    pairs = 0
     for i, a in enumerate(items):
-        need = list(a.end)
-        for s in _candidates(pool, last, entry, a.first, need):
-            ids = per_stream[s]
-            lo = bisect.bisect_left(starts[s], a.first)
-            if lo == len(ids):
+        need, fa = list(a.end), a.first
+        for s in _candidates(pool, last, entry, fa, need):
+            lo = bisect.bisect_left(starts[s], fa)
+            n = len(starts[s])
+            if lo == n:
                 continue
-            hi = knowing.first(s, len(ids), lo, need)
-            for tid in ids[lo:hi]:
-                for j in written.get(tid, ()):
-                    if j != i and (items[j].first > a.first or (items[j].first == a.first and j > i)):
-                        out[i].add(j)
-                        out[j].add(i)
-                        pairs += 1
-            if budget is not None and pairs > budget:
+            hi = knowing.first(s, n, lo, need)
+            if later:   # written later <=> a larger index
+                found = [j for js in slots[s][lo:hi] for j in js if j > i]
+            else:
+                found = [j for js in slots[s][lo:hi] for j in js
+                         if j != i and (firsts[j] > fa or (firsts[j] == fa and j > i))]
+            if found:
+                rows += [i] * len(found)
+                cols += found
+            if budget is not None and len(rows) > budget:
                 raise TooDense(f"more than {budget} conflicting pairs")
-    return [sorted(c) for c in out]
+    return _symmetric(len(items), rows, cols)
+
+
+def _later_by_index(firsts: list[int]) -> bool:
+    """Whether the items come in launch order of their writes (as ``lifetimes`` lists them):
+    then of two items the one written later is the one with the larger index."""
+    return all(x <= y for x, y in zip(firsts, firsts[1:]))
+
+
+def _symmetric(n: int, rows: list[int], cols: list[int]) -> list[list[int]]:
+    """Per item, the sorted distinct items it is paired with in either direction."""
+    if not rows:
+        return [[] for _ in range(n)]
+    r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+    keys = np.sort(np.concatenate([r * n + c, c * n + r]))
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]   # a pair found twice counts once
+    heads, tails = np.divmod(keys, n)
+    bounds = np.searchsorted(heads, np.arange(n + 1)).tolist()
+    flat = tails.tolist()
+    return [flat[bounds[k]:bounds[k + 1]] for k in range(n)]
 
 
 def _entry_clocks(schedule: Schedule, pool: np.ndarray) -> np.ndarray:
     """entry[k, s]: what the first task of stream pool[k] knows of stream s (its own: 0)."""
     entry = np.zeros((len(pool), len(schedule.streams)), dtype=np.int64)
     for k, s in enumerate(pool):
-        for other, count in schedule.clock.entry(int(s)).items():
-            if other != s:
-                entry[k, other] = count
+        entry[k] = schedule.clock.entry(int(s))
+        entry[k, s] = 0
     return entry
 
 
@@ -135,18 +158,21 @@ class _Knowing:
 def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order) -> tuple[list[int], int]:
     """Place items in ``order``, each at the smallest gap that fits among its placed conflicts."""
     offsets = [-1] * len(items)
+    sizes = [it.size for it in items]
     peak = 0
     for i in sorted(range(len(items)), key=lambda i: order(items[i], len(clash[i]))):
-        size = items[i].size
-        live = sorted((offsets[j], items[j].size) for j in clash[i] if offsets[j] >= 0)
-        best, best_gap, cursor = None, None, 0
+        size = sizes[i]
+        live = sorted([(offsets[j], sizes[j]) for j in clash[i] if offsets[j] >= 0])
+        best, best_gap, cursor = -1, -1, 0
         for o, sz in live:
             gap = o - cursor
-            if gap >= size and (best_gap is None or gap < best_gap):
+            if gap >= size and (best_gap < 0 or gap < best_gap):
                 best, best_gap = cursor, gap
-            cursor = max(cursor, o + sz)
-        offsets[i] = cursor if best is None else best
-        peak = max(peak, offsets[i] + size)
+            if o + sz > cursor:
+                cursor = o + sz
+        at = offsets[i] = cursor if best < 0 else best
+        if at + size > peak:
+            peak = at + size
     return offsets, peak
 
 
