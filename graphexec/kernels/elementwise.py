@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels import channels, scratch
+from graphexec.kernels import channels, pieces, scratch
 from graphexec.kernels.quiet import is_quiet
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
@@ -252,6 +252,8 @@ def erf(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndar
     _check("Erf", "f", x)
     if x.dtype == np.float64:
         return _erf(x)
+    if x.dtype == _F32 and pieces.flat(erf32, x, out):
+        return out   # type: ignore[return-value]   # flat ran, so out is an array
     y = erf32(x, out if out is not None and out.dtype == x.dtype else None)
     return y.astype(x.dtype, copy=False)
 

@@ -19,8 +19,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from graphexec.errors import UnsupportedOpError
+from graphexec.kernels import pieces, scratch
 from graphexec.kernels import quant_shapes as shapes
-from graphexec.kernels import scratch
 from graphexec.kernels.custom import CustomKernel
 from graphexec.kernels.registry import KernelFn, OpContext, Unsupported, fits, register
 
@@ -165,10 +165,14 @@ def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.nda
 
     dtype, cdt, s, z, saturate = _params(ctx, "q", x, scale, zp, make)
     with np.errstate(all="ignore"):
-        if x.dtype == cdt == _F32 and dtype in INT_RANGES and np.ndim(s) <= x.ndim \
-                and np.broadcast_shapes(x.shape, np.shape(s)) == x.shape:
-            v = np.divide(x, s, out=scratch.buffer("quant.v", x.shape, _F32))
-            return quantize(v, dtype, z, saturate, inplace=True, out=out)
+        if x.dtype == cdt == _F32 and dtype in INT_RANGES and _within(x, s):
+            def piece(xp: np.ndarray, op: np.ndarray | None) -> np.ndarray:
+                v = np.divide(xp, s, out=scratch.buffer("quant.v", xp.shape, _F32))
+                return quantize(v, dtype, z, saturate, inplace=True, out=op)
+
+            if np.ndim(s) == 0 and np.ndim(z) == 0 and pieces.flat(piece, x, out):   # one scale: L2-sized pieces
+                return out   # type: ignore[return-value]   # flat ran, so out is an array
+            return piece(x, out)
         v = ((x if x.dtype == cdt else x.astype(cdt)) / s).astype(_F32, copy=False)
         return quantize(v, dtype, z, saturate, inplace=True)
 
@@ -189,17 +193,32 @@ def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.n
         return dtype, z, expand_param(scale, x.shape, axis, block).astype(_F32)
 
     dtype, z, s = _params(ctx, "dq", x, scale, zp, make)
-    if fits(out, x.shape, dtype) and dtype == _F32 and not np.may_share_memory(out, x) \
-            and all(np.ndim(p) <= x.ndim and np.broadcast_shapes(x.shape, np.shape(p)) == x.shape
-                    for p in (z, s) if p is not None):
-        np.copyto(out, x, casting="unsafe")   # astype's cast, into out
-        v = out
-    else:
+    if fits(out, x.shape, dtype) and dtype == _F32 and not np.may_share_memory(out, x) and _within(x, z) \
+            and _within(x, s):
+        if np.ndim(s) == 0 and np.ndim(z) == 0 and pieces.flat(lambda xp, op: _dequantize(xp, z, s, op), x, out):
+            return out   # per tensor: in L2-sized pieces
+        v = _dequantize(x, z, s, out)
+        return v.astype(dtype, copy=False)
+    return _dequantize(x, z, s, None).astype(dtype, copy=False)
+
+
+def _within(x: np.ndarray, p: np.ndarray | None) -> bool:
+    """Whether ``p`` broadcasts into ``x``'s shape (the result of x with p is x's shape)."""
+    return p is None or np.ndim(p) == 0 or (np.ndim(p) <= x.ndim
+                                            and np.broadcast_shapes(x.shape, np.shape(p)) == x.shape)
+
+
+def _dequantize(x: np.ndarray, z: np.ndarray | None, s: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """(x - z) * s in float32, in ``out`` when given (astype's cast into it), else a new array."""
+    if out is None:
         v = x.astype(_F32)
+    else:
+        np.copyto(out, x, casting="unsafe")
+        v = out
     if z is not None:
         v -= z
     v *= s
-    return v.astype(dtype, copy=False)
+    return v
 
 
 def dynamic_uint8(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
