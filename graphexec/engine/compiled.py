@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from graphexec.engine.control import controllers
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
+from graphexec.engine.run_stats import StatsPlan
 from graphexec.engine.threads import Overlap, Workers
 from graphexec.errors import OutOfMemoryError
 from graphexec.ir import Graph, Node, Value
@@ -95,12 +97,24 @@ class Compiled:
                                     compile_body)
         self._kernels = self.schedule.kernels()
         self._index = {t.id: i for i, t in enumerate(self._kernels)}
+        # each kernel's DeviceTask.meta, one read-only dict per plan shared by every run (as the
+        # ACL and eager launches share theirs): a dict per task and run was a tenth of what a
+        # timing-only run left for the garbage collector to walk
+        self._metas = {t.id: cast("dict[str, Any]", MappingProxyType({"task": t})) for t in self._kernels}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
         self._where: dict[str, Location] = {}
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
         self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
+        plan = self.memory_plan
+        self.activation_sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None
+                                 and e.region == "activation"}   # the executed live peak's tensors
+        # what a run's stats read of the kernels, worked out once (``engine/run_stats.py``);
+        # a plan with control flow runs its bodies' kernels too: the plain passes measure it
+        self.stats_plan = None if self.controls else StatsPlan(self._kernels, self._index, self.activation_sizes,
+                                                                self.tasks.root, self.profile)
+        self._regions = None if self.controls else dict(self.memory_plan.region_bytes)
 
     def _prepare(self) -> None:
         """What every run shares, worked out once: where each value lives and a view of
@@ -117,7 +131,8 @@ class Compiled:
         st = self.state
         return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
                            tasks=self.tasks, runners=st.runners, where=self._where,
-                           views=self._views, direct=st.direct, index=self._index, controls=self.controls)
+                           views=self._views, direct=st.direct, index=self._index, controls=self.controls,
+                           metas=self._metas)
 
     def bind(self, compute: bool = True) -> ExecContext:
         """A run context whose streams and events are made now on the device, whose clock
@@ -138,6 +153,8 @@ class Compiled:
     def region_bytes(self) -> dict[str, int]:
         """Device bytes per region: this plan's plus those of every control-flow body plan
         compiled so far (each body keeps its own pool beside the enclosing one)."""
+        if self._regions is not None:   # no control flow: the plan's own, fixed
+            return dict(self._regions)
         total = dict(self.memory_plan.region_bytes)
         for ctrl in self.controls.values():
             for body in ctrl.bodies:

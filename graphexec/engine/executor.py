@@ -58,6 +58,7 @@ class ExecContext(LaunchContext):
     prefix: str = ""                # a body's trace names: "If_0/then_branch/"
     outer: dict[str, Any] = field(default_factory=dict)      # a body's outer-scope values, by name
     controls: Mapping[int, Any] = field(default_factory=dict)   # control task id -> its Controller
+    metas: Mapping[int, dict[str, Any]] = field(default_factory=dict)   # kernel task id -> its tasks' shared meta
 
     def kernel(self, task: Task) -> DeviceTask:
         """The device task of a kernel: its math at its start and end, its byte ranges."""
@@ -73,11 +74,15 @@ class ExecContext(LaunchContext):
             if call is None:   # ``call``, unrolled: a first run makes one per kernel here
                 call = self.calls[tid] = KernelCall(self, task, self.index.get(tid, -1))
             start, end = (call.begin, call.finish) if self.inline else (call.start, call.end)
-        checked = self.device.checker is not None   # byte ranges only for the hazard checker
+        meta = self.metas.get(tid)
+        if meta is None:
+            meta = {"task": task}
+        if self.device.checker is None:
+            return DeviceTask("kernel", self.streams[self.stream_of[tid]], self.prefix + task.name, task.unit,
+                              task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end, meta)
         return DeviceTask("kernel", self.streams[self.stream_of[tid]], self.prefix + task.name, task.unit,
-                          task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end,
-                          {"task": task}, _ranges(self, task.reads) if checked else (),
-                          _ranges(self, task.writes) if checked else ())
+                          task.block_dim, task.flops, task.bytes, task.dtype, "d2d", None, start, end, meta,
+                          _ranges(self, task.reads), _ranges(self, task.writes))   # byte ranges for the checker
 
     def steps(self) -> list[int]:
         """The tape's steps of this run: ``i`` at kernel i's start, ``~i`` at its end.

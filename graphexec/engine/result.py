@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from graphexec.engine.metrics import executed_live_peak, scan
-from graphexec.profiling.counters import run_metrics
+from graphexec.engine import run_stats
+from graphexec.engine.metrics import Utilization, executed_live_peak, scan
+from graphexec.profiling.counters import RunMetrics, run_metrics
 from graphexec.profiling.record import RESULT_OBSERVERS
 
 if TYPE_CHECKING:
@@ -111,27 +112,48 @@ class Result:
 
 
 def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
-    """Stats of the run that just finished on ``dev`` (``metrics.scan``: one pass for the
-    window, the counts and the utilization)."""
+    """Stats of the run that just finished on ``dev``: in array passes (``run_stats``) for
+    a plan that has them and a run of its kernels each once, else the plain passes
+    (``metrics.scan``: one pass for the window, the counts and the utilization)."""
     done = [t for t in dev.sim.finished if t.start_t is not None]
-    seen = scan(done, compiled.profile)
-    makespan = seen["hi"] - seen["lo"] if seen["hi"] >= seen["lo"] else 0.0
+    fast = compiled.stats_plan if len(done) >= run_stats.MIN_TASKS else None
+    kernels = [t for t in done if t.kind == "kernel"] if fast is not None else []
+    ks = fast.order(kernels) if fast is not None else None
+    profile = compiled.profile
+    if fast is None or ks is None:
+        seen = scan(done, profile)
+        lo, hi, util = seen["lo"], seen["hi"], seen["utilization"]
+        counts = seen["num_kernels"], seen["num_aicpu"]
+        live = executed_live_peak(done, compiled.activation_sizes, compiled.tasks.root)
+        metrics = run_metrics(done)
+    else:
+        start = np.array([t.start_t for t in kernels], dtype=np.float64)
+        end = np.array([t.end_t for t in kernels], dtype=np.float64)
+        lo, hi = run_stats.window(done, start, end)
+        util = fast.utilization(ks, profile, hi - lo if hi >= lo else 0.0)
+        counts = fast.n - fast.num_aicpu, fast.num_aicpu
+        live = fast.live_peak(ks, start, end)
+        metrics = run_stats.run_metrics(done, start, end)
+    return _stats(compiled, dev, done, hi - lo if hi >= lo else 0.0, counts, util, live, metrics)
+
+
+def _stats(compiled: "Compiled", dev: "Device", done: list[Any], makespan: float, counts: tuple[int, int],
+           util: Utilization, live: int, metrics: RunMetrics) -> Stats:
     lb, cp = compiled.bounds.lower_bound_us, compiled.bounds.critical_path_us
     plan, sched = compiled.memory_plan, compiled.schedule
-    sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None and e.region == "activation"}
     regions = compiled.region_bytes()
     return Stats(
         makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
-        num_tasks=len(done), num_kernels=seen["num_kernels"], num_aicpu=seen["num_aicpu"],
+        num_tasks=len(done), num_kernels=counts[0], num_aicpu=counts[1],
         num_streams=len(sched.streams), num_events=sched.num_events,
         waits_before_pruning=sched.stats.get("waits_before_pruning", 0), num_event_ids=sched.num_event_ids,
-        **seen["utilization"],
+        **util,
         peak_bytes=regions["activation"],
-        lower_bound_bytes=executed_live_peak(done, sizes, compiled.tasks.root),
+        lower_bound_bytes=live,
         cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes,
         weight_bytes=regions["weight"], io_bytes=regions["io"],
         host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
-        **run_metrics(done))
+        **metrics)
 
 
 def summarize(value: Any, n: int = 5) -> str:

@@ -49,6 +49,8 @@ class HostLaunch(NamedTuple):
 
 
 _new_launch = tuple.__new__
+# ``Device.graph_launch``: the simulator's submit, the launch list's append, the model execute's start and end
+GraphLaunch = tuple[Callable[[DeviceTask, float], None], Callable[[HostLaunch], None], float, float]
 
 
 class Device:
@@ -180,6 +182,18 @@ class Device:
         if self._allocator is not None and self._allocator.live:
             self._note_use(task)
         return task
+
+    def graph_launch(self) -> GraphLaunch | None:
+        """What ``launch`` does to a task in graph mode once the model execute has begun, in
+        pieces for a launch loop (``runtime/launch.py``): the simulator's submit, the launch
+        list's append and the model execute's (start, end). None where a launch would do more
+        (held launches, a launch from the device, the hazard checker, a live allocator) or
+        the model execute has not begun (the first launch stamps the host's clock)."""
+        if not self.graph_mode or self._execute is None or self._held or self._on_device \
+                or self.checker is not None or (self._allocator is not None and self._allocator.live):
+            return None
+        start, end = self._execute
+        return self._sim.submit, self._launches.append, start, end
 
     def _note_use(self, task: DeviceTask) -> None:
         """The device's own allocator learns which streams use its blocks from the launches."""

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence, cast
 
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import AnyTask, EventTask, Task, TaskKind
-from graphexec.runtime.device import Device
+from graphexec.runtime.device import Device, HostLaunch
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.sim import DeviceTask
 from graphexec.runtime.stream import Event, Stream
@@ -58,6 +58,7 @@ def _wait(ctx: LaunchContext, task: EventTask) -> None:
 
 
 _KERNEL, _AICPU = TaskKind.KERNEL, TaskKind.AICPU
+_new_launch = tuple.__new__
 
 HANDLERS: dict[TaskKind, Callable[[LaunchContext, Any], None]] = {
     TaskKind.KERNEL: _kernel,
@@ -72,19 +73,33 @@ def launch_all(ctx: LaunchContext, order: Sequence[AnyTask]) -> None:
     """Launch every task through the dispatch table, in launch order.
 
     Kernels, most of the tasks, skip the table's lookup while it maps them to ``_kernel``
-    (an enum member hashes in Python: the lookup cost more than the launch around it).
+    (an enum member hashes in Python: the lookup cost more than the launch around it); in
+    graph mode they also skip ``Device.launch``'s call and checks, which come to the same
+    two steps for every kernel after the first (``Device.graph_launch``).
     """
     if HANDLERS.get(TaskKind.KERNEL) is not _kernel or HANDLERS.get(TaskKind.AICPU) is not _kernel:
         for task in order:
             HANDLERS[task.kind](ctx, task)
         return
-    launch, kernel = ctx.device.launch, ctx.kernel
+    dev = ctx.device
+    launch, kernel = dev.launch, ctx.kernel
+    # a destroyed stream: ``launch`` raises on its first task (nothing in the loop destroys one)
+    fast = dev.graph_mode and not any(s.destroyed for s in ctx.streams.values())
+    bulk = dev.graph_launch() if fast else None
     for task in order:
         kind = task.kind
         if kind is _KERNEL or kind is _AICPU:
-            launch(kernel(task))   # type: ignore[arg-type]   # a kernel kind is a Task
+            if bulk is None:
+                launch(kernel(task))   # type: ignore[arg-type]   # a kernel kind is a Task
+                bulk = dev.graph_launch() if fast else None
+            else:   # ``Device.launch`` in graph mode, unrolled (``Device.graph_launch``)
+                submit, record, start, end = bulk
+                t = kernel(task)   # type: ignore[arg-type]
+                submit(t, end)
+                record(_new_launch(HostLaunch, (t, start, end)))
         else:
             HANDLERS[kind](ctx, task)
+            bulk = dev.graph_launch() if fast else None   # asked again: a control task may change it
 
 
 def simulate_times(schedule: Schedule, profile: DeviceProfile,
