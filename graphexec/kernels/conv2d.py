@@ -189,7 +189,7 @@ def _depthwise(x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.ndarray) -> No
             m = min(step, c - c0)
             np.copyto(cols[:m], as_strided(xf[c0:], (m, kh, kw, n), (sc, dh * wp * se, dw * se, se), writeable=False))
             np.matmul(taps[c0:c0 + m], cols[:m].reshape(m, kh * kw, n), out=wide[c0:c0 + m])
-        y[...] = wide.reshape(c, ho, wp)[:, :, :wo]
+            y[c0:c0 + m] = wide[c0:c0 + m].reshape(m, ho, wp)[:, :, :wo]   # while the chunk is in cache
         return
     xp = scratch.padded("conv.x", x, tuple(geo.begin), (hp, wp))
     sc, sr, se = xp.strides
