@@ -151,16 +151,21 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
-def node_from_proto(i: int, n: onnx.NodeProto) -> Node:
-    """The IR node of a NodeProto (the i-th of its graph, for a default name)."""
-    name = n.name or f"{n.op_type}_{i}"
-    check_depth(n, name)
+def node_from_proto(i: int, n: onnx.NodeProto, depth_checked: bool = False) -> Node:
+    """The IR node of a NodeProto (the i-th of its graph, for a default name);
+    ``depth_checked``: the caller has run ``check_depth`` on it already."""
+    op = n.op_type
+    name = n.name or f"{op}_{i}"
+    if not depth_checked:
+        check_depth(n, name)
+    inputs = list(n.input)
     implicit: set[str] = set()
     for a in n.attribute:
         for sub in _graphs_of(a):
             implicit |= free_names(sub)
-    return Node(name, n.op_type, list(n.input), list(n.output), decode_attrs(n),
-                "" if n.domain == "ai.onnx" else n.domain, sorted(implicit - set(n.input)), n)
+    domain = n.domain
+    return Node(name, op, inputs, list(n.output), decode_attrs(n),
+                "" if domain == "ai.onnx" else domain, sorted(implicit - set(inputs)) if implicit else [], n)
 
 
 def check_opsets(model: onnx.ModelProto, where: str) -> dict[str, int]:
@@ -213,10 +218,11 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
         name = n.name or f"{n.op_type}_{i}"
         check_schema(n, name, graph.opsets, source)
         try:
-            graph.nodes.append(node_from_proto(i, n))
+            node = node_from_proto(i, n, depth_checked=True)
         except ModelLoadError as e:  # an attribute that cannot be decoded
             raise ModelLoadError(f"{source}: {e}") from None
-        for o in n.output:
+        graph.nodes.append(node)
+        for o in node.outputs:
             if o:
                 graph.value(o)
     for vi in list(g.value_info) + list(g.output):

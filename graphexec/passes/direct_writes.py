@@ -35,13 +35,19 @@ def _extent(graph: Any, tasks: TaskGraph, name: str) -> tuple[str, int, float]:
     return root, off, off + size
 
 
-def _readers(graph: Any, tasks: TaskGraph, writes: bool = False) -> dict[str, list[Interval]]:
-    """Per root, the byte ranges each kernel task reads (or, with ``writes``, writes)."""
+def _readers(graph: Any, tasks: TaskGraph, writes: bool = False,
+             extents: dict[str, tuple[str, int, float]] | None = None) -> dict[str, list[Interval]]:
+    """Per root, the byte ranges each kernel task reads (or, with ``writes``, writes);
+    ``extents`` keeps each name's ``_extent`` for the caller."""
     out: dict[str, list[Interval]] = {}
+    ext = {} if extents is None else extents
     for t in tasks.tasks:
         for name in (t.writes if writes else t.reads):
             if name:
-                root, lo, hi = _extent(graph, tasks, name)
+                e = ext.get(name)
+                if e is None:
+                    e = ext[name] = _extent(graph, tasks, name)
+                root, lo, hi = e
                 out.setdefault(root, []).append((lo, hi, t))
     return out
 
@@ -54,17 +60,19 @@ def plannable(graph: Any, name: str) -> bool:
 
 def direct_tasks(graph: Any, tasks: TaskGraph, schedule: Schedule, where: Mapping[str, Any]) -> set[int]:
     """Ids of the kernel tasks whose outputs may be computed into their planned views."""
-    readers = _readers(graph, tasks)
+    extents: dict[str, tuple[str, int, float]] = {}
+    readers = _readers(graph, tasks, extents=extents)
     ok: set[int] = set()
     for t in tasks.tasks:
-        if t.writes and all(_safe(graph, tasks, schedule, where, readers, t, o) for o in t.writes):
+        if t.writes and all(_safe(graph, tasks, schedule, where, readers, t, o, extents) for o in t.writes):
             ok.add(t.id)
     return ok
 
 
 def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: Mapping[str, Any],
-          readers: dict[str, list[Interval]], task: Any, name: str) -> bool:
-    root, lo, hi = _extent(graph, tasks, name)
+          readers: dict[str, list[Interval]], task: Any, name: str,
+          extents: dict[str, tuple[str, int, float]]) -> bool:
+    root, lo, hi = extents.get(name) or _extent(graph, tasks, name)
     if root not in where or not plannable(graph, name):
         return False
     for r_lo, r_hi, reader in readers.get(root, ()):

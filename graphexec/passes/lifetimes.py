@@ -24,19 +24,24 @@ class Lifetime:
 def lifetimes(tasks: TaskGraph, schedule: Schedule, sizes: dict[str, int]) -> dict[str, Lifetime]:
     """Lifetime of every buffer (root value) in ``sizes`` that a task writes."""
     info: dict[str, list] = {}
-    root, stream_of = tasks.root, schedule.stream_of
+    root, stream_of, where = tasks.root, schedule.stream_of, schedule.pos
+    alias, flat = tasks.alias, tasks.flat   # flat: a lookup, not a call, per name
     for i, t in enumerate(schedule.order):
+        if not t.writes and not t.reads:   # an event
+            continue
+        s = stream_of[t.id]
         for name in t.writes:
-            r = root(name)
+            r = alias.get(name, name) if flat else root(name)
             if r in sizes:
-                rec = info.setdefault(r, [i, i, stream_of[t.id], [], {}])
+                rec = info.get(r)
+                if rec is None:
+                    rec = info[r] = [i, i, s, [], {}]
                 rec[3].append(t.id)
-        pos = schedule.pos[t.id]
+        pos = where[t.id]
         for name in (*t.reads, *t.writes):
-            used = info.get(root(name))
+            used = info.get(alias.get(name, name) if flat else root(name))
             if used is not None:
                 used[1] = i
-                s = stream_of[t.id]
                 if used[4].get(s, -1) < pos:
                     used[4][s] = pos
     return {k: Lifetime(k, sizes[k], v[0], v[1], v[2], tuple(v[3]), tuple(sorted(v[4].items())))

@@ -11,8 +11,11 @@ with it writes over that input (``inplace.py``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from types import MappingProxyType
+
+import numpy as np
 
 from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
@@ -26,6 +29,7 @@ from graphexec.passes.inplace_outputs import inplace_outputs
 from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind, flatten_aliases
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+_NONE: frozenset[int] = frozenset()   # the writers of a value no task writes
 
 
 def _is_view(node: Node, graph: Graph) -> bool:
@@ -40,8 +44,11 @@ def _shapes(graph: Graph, names: list[str]) -> tuple[list, int]:
     shapes, total = [], 0
     for n in names:
         t = graph.values[n].type if n else None
-        shapes.append(t.shape if t is not None and t.is_static else None)
-        total += t.nbytes if t is not None and t.is_static else 0
+        if t is not None and t.is_static:
+            shapes.append(t.shape)
+            total += t.nbytes
+        else:
+            shapes.append(None)
     return shapes, total
 
 
@@ -67,8 +74,9 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
             continue
         tid = len(tasks)
         runner = runners[tid] = NodeRunner(node, graph)
-        tasks.append(_kernel_task(tid, node, graph, runner))
-        deps[tid] = set().union(*(writers.get(r, set()) for r in node.all_inputs))
+        reads = node.all_inputs
+        tasks.append(_kernel_task(tid, node, graph, runner, reads))
+        deps[tid] = set().union(*(writers.get(r, _NONE) for r in reads))
         for o in outs:
             writers[o] = {tid}
     # the in-place pass looks up roots: keep each lookup one step
@@ -77,7 +85,7 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
     return TaskGraph(tasks, deps, *flatten_aliases({**tg.alias, **inplace}, tg.offset), inplace), runners
 
 
-def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner) -> Task:
+def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: list[str]) -> Task:
     in_shapes, in_bytes = _shapes(graph, node.inputs)
     outs = [o for o in node.outputs if o]
     out_shapes, out_bytes = _shapes(graph, outs)
@@ -86,7 +94,7 @@ def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner) -> Task
     kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
     if runs_on_device(node, graph):   # its cost is the opaque estimate timing-only runs use
         kind = TaskKind.CONTROL
-    return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(node.all_inputs)), tuple(outs), cost.unit,
+    return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(reads)), tuple(outs), cost.unit,
                 cost.flops, cost.bytes, cost.block_dim, _compute_dtype(graph, node, outs, cost.unit), node)
 
 
@@ -101,8 +109,14 @@ def _compute_dtype(graph: Graph, node: Node, outputs: list[str], unit: str) -> s
     for n in outputs:
         t = graph.values[n].type
         if t.dtype is not None and t.dtype.kind in "fiub":
-            return t.dtype.name
+            return _name(t.dtype)
     return "float32"
+
+
+@functools.lru_cache(maxsize=None)
+def _name(dtype: np.dtype) -> str:
+    """``dtype.name``, which numpy works out in Python at every call; a graph has a few dtypes."""
+    return dtype.name
 
 
 class Lowering(Pass):

@@ -81,8 +81,10 @@ def _aliases(graph: Graph, tasks: TaskGraph, buffers: dict[str, PlanEntry]) -> l
     out = []
     for name in dict.fromkeys(n for t in tasks.tasks for n in (*t.reads, *t.writes) if n):
         root, off = tasks.locate(name)
+        if root == name:
+            continue
         buf, t = buffers.get(root), graph.values[name].type
-        if root != name and buf is not None and t.is_static:
+        if buf is not None and t.is_static:
             out.append(PlanEntry(name, buf.offset + off, t.nbytes, buf.region, buf.first, buf.last, buf.stream,
                                  alias_of=root))
     return out

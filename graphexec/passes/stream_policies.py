@@ -17,7 +17,7 @@ from typing import Callable
 
 import networkx as nx
 
-from graphexec.passes.makespan_bounds import fastest_us
+from graphexec.passes.makespan_bounds import fastest_all
 from graphexec.plan.tasks import TaskGraph
 from graphexec.runtime.profiles import DeviceProfile
 
@@ -44,8 +44,9 @@ def ge(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     stream_of: list[int] = [0] * len(tasks.tasks)
     taken: set[int] = set()  # predecessors whose stream was continued already
     opened = 0
+    weight = _weights(tasks, profile)
     for t in tasks.tasks:
-        preds = sorted(tasks.deps.get(t.id, ()), key=lambda p: (-_weight(tasks, p, profile), p))
+        preds = sorted(tasks.deps.get(t.id, ()), key=lambda p: (-weight[p], p))
         reusable = [p for p in preds if len(succs[p]) == 1 and p not in taken]
         if reusable:
             taken.add(reusable[0])
@@ -56,8 +57,9 @@ def ge(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     return stream_of
 
 
-def _weight(tasks: TaskGraph, tid: int, profile: DeviceProfile) -> float:
-    return fastest_us(tasks.tasks[tid], profile)
+def _weights(tasks: TaskGraph, profile: DeviceProfile) -> list[float]:
+    """Each task's time alone on the device, by task id (ids are the tasks' indices)."""
+    return fastest_all(tasks.tasks, profile)
 
 
 def reduced_edges(tasks: TaskGraph) -> list[tuple[int, int]]:
@@ -135,7 +137,8 @@ def chain_cover(tasks: TaskGraph) -> list[list[int]]:
 def chains(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     """Chain cover packed onto ``limit`` streams, heaviest chain to the least loaded stream."""
     cover = chain_cover(tasks)
-    cost = [sum(_weight(tasks, i, profile) for i in c) for c in cover]
+    weight = _weights(tasks, profile)
+    cost = [sum(weight[i] for i in c) for c in cover]
     load = [0.0] * limit
     stream_of = [0] * len(tasks.tasks)
     for ci in sorted(range(len(cover)), key=lambda i: (-cost[i], cover[i][0])):
@@ -148,7 +151,7 @@ def chains(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
 
 def list_schedule(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     """HEFT-like: by upward rank, each task to the stream where it can start earliest."""
-    dur = [_weight(tasks, t.id, profile) for t in tasks.tasks]
+    dur = _weights(tasks, profile)
     succs: dict[int, list[int]] = {t.id: [] for t in tasks.tasks}
     for c, ps in tasks.deps.items():
         for p in ps:
@@ -162,11 +165,20 @@ def list_schedule(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[
     # tasks are in topological order; rank order within that keeps dependencies first
     for t in sorted(tasks.tasks, key=lambda t: (-rank[t.id], t.id)):
         ready = max((finish[p] for p in tasks.deps.get(t.id, ())), default=0.0)
-        s = min(range(limit), key=lambda k: (max(free[k], ready), k))
+        s = _earliest(free, ready)
         finish[t.id] = max(free[s], ready) + dur[t.id]
         free[s] = finish[t.id]
         stream_of[t.id] = s
     return stream_of
+
+
+def _earliest(free: list[float], ready: float) -> int:
+    """``min(range(len(free)), key=lambda k: (max(free[k], ready), k))`` without a call per
+    stream: the first stream free by ``ready``, else the first of those free soonest."""
+    for k, f in enumerate(free):
+        if f <= ready:
+            return k
+    return free.index(min(free))
 
 
 POLICIES: dict[str, Policy] = {"single": single, "ge": ge, "chains": chains, "list": list_schedule}

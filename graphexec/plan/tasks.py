@@ -105,12 +105,17 @@ class TaskGraph:
 
     def root(self, name: str) -> str:
         """The value that owns the bytes ``name`` lives in."""
+        if self.flat:
+            return self.alias.get(name, name)
         while name in self.alias:
             name = self.alias[name]
         return name
 
     def locate(self, name: str) -> tuple[str, int]:
         """(root, byte offset of ``name`` inside the root)."""
+        if self.flat:   # one step: the offsets were summed along the chain when it was flattened
+            root = self.alias.get(name)
+            return (name, 0) if root is None else (root, self.offset.get(name, 0))
         off = 0
         while name in self.alias:
             off += self.offset.get(name, 0)

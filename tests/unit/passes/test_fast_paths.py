@@ -189,3 +189,42 @@ def test_conflicts_of_items_out_of_launch_order_equal_the_plain_search():
     items = _items(compiled, fast)[::-1]
     assert not po._later_by_index([it.first for it in items])
     assert po.conflicts(items, fast) == ref_conflicts(items, plain)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 60), device=st.sampled_from(["ascend910", "ascend310p"]))
+def test_fastest_all_equals_fastest_us_task_by_task(seed, n, device):
+    from graphexec.passes.makespan_bounds import fastest_all, fastest_us
+
+    session = gx.Session(random_dag(np.random.default_rng(seed), n), device=device)
+    tasks = session.compile(None).tasks.tasks
+    assert fastest_all(tasks, session.profile) == [fastest_us(t, session.profile) for t in tasks]
+
+
+@given(free=st.lists(st.sampled_from([0.0, 1.5, 2.0, 3.25, 7.0]), min_size=1, max_size=6),
+       ready=st.sampled_from([0.0, 1.0, 2.0, 5.0, 9.0]))
+def test_earliest_stream_equals_the_keyed_min(free, ready):
+    from graphexec.passes.stream_policies import _earliest
+
+    assert _earliest(free, ready) == min(range(len(free)), key=lambda k: (max(free[k], ready), k))
+
+
+@given(chains=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(0, 3)), max_size=20),
+       probe=st.integers(0, 14))
+def test_flat_root_and_locate_equal_the_walk(chains, probe):
+    """Flattened aliases answer root/locate in one step, as walking the chain does."""
+    from graphexec.plan.tasks import TaskGraph, flatten_aliases
+
+    alias, offset = {}, {}
+    for a, b, off in chains:   # only edges to smaller names: no cycles
+        if a > b and f"v{a}" not in alias:
+            alias[f"v{a}"], offset[f"v{a}"] = f"v{b}", 512 * off
+    flat = TaskGraph([], {}, *flatten_aliases(alias, offset))
+    chained = TaskGraph([], {}, alias, offset)   # not flattened: root and locate walk the chain
+    assert flat.flat
+    name, off = f"v{probe}", 0
+    cur = name
+    while cur in alias:   # the reference: walk the chain, summing offsets
+        off, cur = off + offset.get(cur, 0), alias[cur]
+    assert flat.root(name) == chained.root(name) == cur
+    assert flat.locate(name) == chained.locate(name) == (cur, off)
