@@ -24,7 +24,7 @@ def as_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, Any]:
     """``feeds`` with every tensor input as a numpy array (see the module doc)."""
     if not isinstance(feeds, Mapping):
         raise FeedError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
-    return {k: _as_feed(graph, k, v) for k, v in feeds.items()}
+    return {k: v if type(v) is np.ndarray else _as_feed(graph, k, v) for k, v in feeds.items()}   # an array as is
 
 
 def _as_feed(graph: Graph, name: str, value: Any) -> Any:

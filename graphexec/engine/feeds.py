@@ -39,6 +39,33 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, TensorType]
     return types
 
 
+def feeds_key(feeds: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What ``check_feeds`` reads of ``feeds`` when every value is a plain array: the names
+    in order, each dtype and shape (None otherwise). Equal keys give equal types, or the
+    same error, so a session checks a key once (a run's check cost 20 us of a 400 us run)."""
+    key = []
+    for name, value in feeds.items():
+        if type(value) is not np.ndarray:
+            return None
+        key.append((name, value.dtype, value.shape))
+    return tuple(key)
+
+
+def declared_types(graph: Graph) -> dict[str, TensorType]:
+    """The input types a compile with no feeds is for: those ``check_feeds`` gives the
+    inputs ``default_feeds`` makes, when each input declares a dtype it makes and a
+    static shape (so ``compile()`` and ``simulate()`` share one plan); else none (each
+    input as declared, symbolic dims unbound)."""
+    types: dict[str, TensorType] = {}
+    for name in graph.inputs:
+        t = graph.values[name].type
+        if t.kind != "tensor" or t.dtype is None or t.dtype.kind not in "fbiu" or t.shape is None \
+                or not all(type(d) is int and d >= 0 for d in t.shape):
+            return {}
+        types[name] = TensorType(t.dtype, tuple(t.shape))
+    return types
+
+
 def _check_dtype(name: str, declared: TensorType, value: np.ndarray) -> None:
     if declared.dtype is not None and value.dtype != declared.dtype:
         raise FeedError(f"input {name!r} must be {declared.dtype.name}, got {value.dtype.name}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
 from graphexec.engine.feed_values import as_feeds
-from graphexec.engine.feeds import check_feeds, default_feeds, signature
+from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
 from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
 from graphexec.engine.simulate import computed, control_flow, simulate_cards
@@ -86,14 +86,15 @@ class Session:
         self.options = CompileOptions(_check_streams(streams, self.profile), policy,
                                       memory if memory_reuse else "none", fold, check_hazards, launch, self.threads)
         self._cache: dict[tuple[Any, ...], Compiled] = {}
+        self._seen: dict[tuple[Any, ...], Compiled] = {}   # ``feeds_key`` of feeds checked before -> their plan
         self._last: Compiled | None = None
         self._workers: Workers | None = None
         self.multi: Mode | None = None if spread is None else start(spread, self.graph, self.options)
         self._lock = threading.RLock()   # one run at a time: a plan's buffers and the device are the session's
 
     def compile(self, feeds: Mapping[str, Any] | None = None) -> Compiled:
-        """The compiled plan for the shapes of ``feeds`` (declared shapes if None), cached;
-        on several devices, card 0's."""
+        """The compiled plan for the shapes of ``feeds`` (declared shapes if None: the plan
+        of ``default_feeds`` when those are static), cached; on several devices, card 0's."""
         with self._lock:
             return self._compile(feeds)
 
@@ -101,12 +102,17 @@ class Session:
         if self.multi is not None:
             self._last = self.multi.compile(feeds)
             return self._last
-        types = check_feeds(self.graph, feeds) if feeds is not None else {}
-        key = signature(types)
-        compiled = self._cache.get(key)
+        seen = feeds_key(feeds) if feeds is not None else None
+        compiled = self._seen.get(seen) if seen is not None else None
         if compiled is None:
-            opts = replace(self.options, input_types=types)
-            compiled = self._cache[key] = compile_graph(clone_graph(self.graph), opts, self.profile)
+            types = check_feeds(self.graph, feeds) if feeds is not None else declared_types(self.graph)
+            key = signature(types)
+            compiled = self._cache.get(key)
+            if compiled is None:
+                opts = replace(self.options, input_types=types)
+                compiled = self._cache[key] = compile_graph(clone_graph(self.graph), opts, self.profile)
+            if seen is not None:
+                self._seen[seen] = compiled
         self._last = compiled
         return compiled
 

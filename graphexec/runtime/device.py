@@ -83,6 +83,7 @@ class Device:
         self.batch_waits = False
         self.quiet: Callable[[], AbstractContextManager[Any]] = nullcontext
         self._held: list[DeviceTask] = []
+        self._bandwidths: tuple[DeviceProfile, dict[str, float]] | None = None   # ``_bandwidth``
         self._submitting = False
         self.reset_run()
 
@@ -324,11 +325,22 @@ class Device:
         """A blocking copy done by the host at its clock: it costs host time, not stream time."""
         self.sim.advance_to(self.host_t)
         copy()
-        bw = HOST_COPY_BYTES_PER_US if kind == "h2h" else self.profile.copy_bytes_per_us(kind)
+        bw = self._bandwidth(kind)
         end = self.host_t + self.profile.task_overhead_us + nbytes / bw
         if self.checker is not None:
             self.checker.on_host_access(HostOp(name, self.host_t, end), list(reads), list(writes))
         self.host_t = end
+
+    def _bandwidth(self, kind: str) -> float:
+        """A blocking copy's bytes per us, kept per kind for this profile (the profile is
+        frozen; working it out cost a copy more than the rest of ``memcpy_sync``)."""
+        known = self._bandwidths
+        if known is None or known[0] is not self.profile:
+            known = self._bandwidths = (self.profile, {})
+        bw = known[1].get(kind)
+        if bw is None:
+            bw = known[1][kind] = HOST_COPY_BYTES_PER_US if kind == "h2h" else self.profile.copy_bytes_per_us(kind)
+        return bw
 
     # ---- synchronization ------------------------------------------------------------
     def _block(self, cond: Callable[[], bool], what: str) -> None:
