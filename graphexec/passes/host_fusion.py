@@ -231,11 +231,12 @@ class FusedAffine:
     as in PP-OCR's activations), they are applied as one-element operands: numpy then runs
     its scalar loop over the whole tensor, where a (C, 1, 1) operand against runs shorter
     than its buffer goes through the buffered loop (1x240x12x40: 52 -> 12 us). Every element
-    gets the same multiply and add either way."""
+    gets the same multiply and add either way; a NaN K or S keeps the per-channel path, since
+    which NaN comes out of two NaN operands differs between numpy's loops."""
 
     def __init__(self, x: str, y: str, affine: Affine, relu: bool) -> None:
         self.x, self.y, (self.k, self.s), self.relu = x, y, affine, relu
-        self.uniform = _uniform(self.k) and _uniform(self.s)
+        self.uniform = _uniform(self.k) and _uniform(self.s) and not (np.isnan(self.k[:1]) | np.isnan(self.s[:1])).any()
 
     def __call__(self, values: dict[str, Any], out: Any = None) -> dict[str, Any]:
         x = values[self.x]
