@@ -105,6 +105,7 @@ class Compiled:
         self._where: dict[str, Location] = {}
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
+        self._call_list: list[Any] | None = None   # the same, in launch order, once a run has replayed
         self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
         plan = self.memory_plan
@@ -284,8 +285,10 @@ class Compiled:
         if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
             ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
             pool, helpers = workers.pool, workers.n - 1
+        if self._call_list is None:   # the KernelCalls stay from run to run (``_run`` rebinds them)
+            self._call_list = [ctx.call(t) for t in self._kernels]
         with parallel.lend(pool, helpers):
-            replay(ctx, self._kernels, tape)
+            replay(ctx, self._kernels, tape, self._call_list)
         tape.restore(ctx.device)
 
     def _simulate(self, ctx: ExecContext) -> Tape:

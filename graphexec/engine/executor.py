@@ -187,19 +187,28 @@ class KernelCall:
             values = {n: views[n] for n in self.task.reads}
         except KeyError:   # host values, run-time allocations, a first read
             values = {n: ctx.read(n) for n in self.task.reads}
-        out = scratch if not direct else ctx.read(self.out) if self.out is not None else None
+        if not direct:
+            out = scratch
+        elif self.out is None:
+            out = None
+        else:   # ``ctx.read``: its cached view, else looked up
+            out = views.get(self.out)
+            if out is None:
+                out = ctx._read(self.out)
         return ctx.runners[self.task.id](values, out)
 
     def store(self, outputs: dict[str, Any]) -> None:
         """Write the outputs; one computed into its own view (``direct``) is already in place."""
         ctx = self.ctx
+        views = ctx.views
         stream = None
         for name, value in outputs.items():
-            if value is not None and ctx.views.get(name) is value:
+            if value is not None and views.get(name) is value:
                 continue
             if stream is None:
                 stream = ctx.streams[ctx.stream_of[self.task.id]]
             ctx.write(name, value, stream)
+            views = ctx.views   # a run-time allocation starts a private cache
 
     def begin(self) -> Any:
         """At the task's simulated start."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from graphexec.engine.executor import ExecContext
+from graphexec.engine.executor import ExecContext, KernelCall
 from graphexec.plan.tasks import Task
 
 
@@ -90,9 +90,11 @@ def _plain(cls: Any) -> bool:
     return known
 
 
-def replay(ctx: ExecContext, kernels: list[Task], tape: Tape) -> None:
-    """Run the kernels' starts and ends in the order of the tape's steps."""
-    calls = [ctx.call(t) for t in kernels]
+def replay(ctx: ExecContext, kernels: list[Task], tape: Tape, calls: list[KernelCall] | None = None) -> None:
+    """Run the kernels' starts and ends in the order of the tape's steps; ``calls``: the
+    kernels' ``ctx.call``, when the caller keeps them."""
+    if calls is None:
+        calls = [ctx.call(t) for t in kernels]
     results: list[Any] = [None] * len(calls)
     if ctx.overlap is None:   # begin and finish are compute and store: call them directly
         for s in tape.steps:

@@ -107,3 +107,28 @@ def test_a_copys_bandwidth_is_the_profiles(kind):
         dev.memcpy_sync(1, "sideways", lambda: None)
     with pytest.raises(gx.GraphExecError, match="unknown copy kind"):
         dev.memcpy_sync(1, "sideways", lambda: None)
+
+
+def _dynamic():
+    """Relu, then NonZero (its output sized only when computed), then a Cast of that."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, None)]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("NonZero", ["y"], ["nz"]),
+             helper.make_node("Cast", ["nz"], ["z"], to=TensorProto.FLOAT)]
+    return gx.load(helper.make_model(helper.make_graph(nodes, "g", [x], outs),
+                                     opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("make", [_dynamic, lambda: gx.load(ALEXNET)], ids=["run-time-sized", "alexnet"])
+def test_replays_through_the_kept_calls_are_fresh_first_runs(make):
+    graph = make()
+    session = gx.Session(graph, streams=2)
+    for x in ([-1.0, 2.0, 0.0, 3.0, -4.0, 5.0], [1.0, 0.0, 0.0, -2.0, 7.0, 0.0], None):
+        feeds = {"x": np.array(x, np.float32)} if graph.name == "g" and x is not None else default_feeds(graph)
+        again = session.run(feeds)
+        fresh = gx.Session(graph, streams=2).run(feeds)
+        assert session.compile(feeds)._call_list is not None
+        assert {k: (v.dtype, v.shape, v.tobytes()) for k, v in again.outputs.items()} == \
+            {k: (v.dtype, v.shape, v.tobytes()) for k, v in fresh.outputs.items()}
+        assert _numbers(again)[0] == _numbers(fresh)[0]
