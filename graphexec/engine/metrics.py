@@ -69,21 +69,31 @@ def scan(done: list[Any], profile: Any) -> Scan:
     copies and control tasks (first start, last end), the kernels on the AI cores and on
     the AI CPU, and :func:`utilization` over that window (the same sums in the same order)."""
     sums = _Sums(profile)
+    peak, work = sums.peak, sums.work
     lo, hi = INF, -INF
     kernels = aicpu = 0
+    moved = 0.0
     for t in done:
         kind = t.kind
         if kind == "kernel":
             kernels += 1
-            if t.unit == "aicpu":
+            unit = t.unit
+            if unit == "aicpu":
                 aicpu += 1
-            sums.add(t, profile)
+            moved += t.bytes   # ``sums.add(t, profile)``, inline: a call per kernel cost as much as the rest
+            rates = peak.get(unit)
+            if rates is not None:
+                rate = rates.get(t.dtype)
+                if rate is None:
+                    rate = rates[t.dtype] = profile.unit_rate(unit, t.dtype) * sums.cores[unit]
+                work[unit] += t.flops / rate
         elif kind != "memcpy" and kind != "control":
             continue
         if t.start_t < lo:
             lo = t.start_t
         if t.end_t > hi:
             hi = t.end_t
+    sums.moved = moved
     util = _shares(sums, None, profile, hi - lo if hi >= lo else 0.0)
     return {"lo": lo, "hi": hi, "num_kernels": kernels - aicpu, "num_aicpu": aicpu, "utilization": util}
 
