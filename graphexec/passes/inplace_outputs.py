@@ -59,7 +59,10 @@ def _reusable(graph: Graph, tasks: TaskGraph, alias: dict[str, str], task: Task,
     """Whether ``task`` may write ``y`` over ``x``: x owns its bytes (or took them in place),
     only ``task`` reads them, once (no other input of it is a view or slice of them), and
     y has x's type, which the inputs' shapes confirm (a declared shape may be wrong)."""
-    if (x in alias and x not in made) or x in barred or readers.get(x) != {task.id}:
+    if (x in alias and x not in made) or x in barred:
+        return False
+    only = readers.get(x)
+    if only is None or len(only) != 1 or task.id not in only:
         return False
     node = task.node
     assert node is not None  # the caller skips tasks without a node
@@ -79,8 +82,11 @@ def _reusable(graph: Graph, tasks: TaskGraph, alias: dict[str, str], task: Task,
     if any(s is None or not all(isinstance(d, int) for d in s) for s in shapes):
         return False
     int_shapes = cast("list[tuple[int, ...]]", shapes)  # every one known and all ints (checked above)
+    want = tuple(tx.shape)
+    if all(tuple(s) == want for s in int_shapes):   # equal shapes broadcast to themselves
+        return True
     try:
-        return np.broadcast_shapes(*(tuple(s) for s in int_shapes)) == tuple(tx.shape)
+        return np.broadcast_shapes(*(tuple(s) for s in int_shapes)) == want
     except ValueError:
         return False
 

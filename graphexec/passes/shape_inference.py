@@ -41,7 +41,7 @@ def infer_types(graph: Graph, fold: bool = False) -> bool:
     while the walk finds something (the next inference sees the custom nodes' outputs
     as value_info, and the new constants as data).
     """
-    customs = [n for n in graph.nodes if _rules(graph, n) is not None]
+    customs = _customs(graph)
     protos: dict[str, onnx.TensorProto] = {}   # constants as data, converted once per call
     base = _base_model(graph, protos)   # the nodes, inputs and constants change only with a fold
     changed = False
@@ -57,6 +57,19 @@ def infer_types(graph: Graph, fold: bool = False) -> bool:
     return changed
 
 
+def _customs(graph: Graph) -> list[Node]:
+    """The nodes a custom kernel's shape rules serve, looked up once per (op, domain)."""
+    served: dict[tuple[str, str], bool] = {}
+    out = []
+    for n in graph.nodes:
+        hit = served.get((n.op, n.domain))
+        if hit is None:
+            hit = served[n.op, n.domain] = _rules(graph, n) is not None
+        if hit:
+            out.append(n)
+    return out
+
+
 def walk(graph: Graph, fold: bool) -> tuple[bool, bool]:
     """One pass in node order: (any type got better, any node folded).
 
@@ -64,9 +77,10 @@ def walk(graph: Graph, fold: bool) -> tuple[bool, bool]:
     node can have become foldable only through an input folded in this walk (a subgraph's
     outer-scope reads included), or (Shape, Size) through its input's type becoming static.
     """
-    kept, typed, made = [], False, set()
+    kept, typed = [], False
+    made: set[str] = set()
     for node in graph.nodes:
-        if fold and (node.op in ("Shape", "Size") or any(n in made for n in node.all_inputs)) \
+        if fold and (node.op in ("Shape", "Size") or (made and any(n in made for n in node.all_inputs))) \
                 and _foldable(node, graph):
             _fold(node, graph)
             made.update(node.outputs)
@@ -113,11 +127,13 @@ def _onnx_infer(graph: Graph, customs: list[Node], model: onnx.ModelProto) -> bo
         log.debug("shape inference failed on %s: %s", graph.source, e)
         return False
     changed = False
+    seen: dict[bytes, TensorType] = {}   # a model's values share a few types: each read once
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
         v = graph.values.get(vi.name)
         if v is None or v.const is not None or v.type.is_static:   # a static type is never bettered
             continue
-        t = tensor_type(vi.type)
+        key = vi.type.SerializeToString()
+        t = seen.get(key) or seen.setdefault(key, tensor_type(vi.type))
         if better(t, v.type):
             v.type = t
             changed = True
@@ -127,7 +143,12 @@ def _onnx_infer(graph: Graph, customs: list[Node], model: onnx.ModelProto) -> bo
 def _foldable(node: Node, graph: Graph) -> bool:
     if node.op in _RANDOM_OPS or node.domain not in ("", "ai.onnx"):
         return False
-    if all(_is_const(graph, n) for n in node.all_inputs):
+    values = graph.values
+    for n in node.all_inputs:
+        v = values.get(n)
+        if v is None or v.const is None:
+            break
+    else:   # every input is a constant
         return not fold_too_big(node, graph)
     if node.op in ("Shape", "Size") and node.inputs and graph.values[node.inputs[0]].type.is_static:
         return True

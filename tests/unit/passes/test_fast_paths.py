@@ -228,3 +228,24 @@ def test_flat_root_and_locate_equal_the_walk(chains, probe):
         off, cur = off + offset.get(cur, 0), alias[cur]
     assert flat.root(name) == chained.root(name) == cur
     assert flat.locate(name) == chained.locate(name) == (cur, off)
+
+
+@given(shape=st.lists(st.integers(0, 4), max_size=3), others=st.integers(0, 3))
+def test_equal_shapes_broadcast_to_themselves(shape, others):
+    """The in-place check skips ``np.broadcast_shapes`` when every input has the output's shape."""
+    want = tuple(shape)
+    assert np.broadcast_shapes(*([want] * (others + 1))) == want
+
+
+def test_shape_inference_types_equal_onnx_inference_read_one_by_one():
+    """The inferred types, read once per distinct TypeProto, are those each value's own
+    TypeProto gives."""
+    import onnx
+
+    from graphexec.ir.onnx_proto import tensor_type
+
+    model = random_dag(np.random.default_rng(5), 60)
+    compiled = gx.Session(model).compile(None)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    for vi in inferred.graph.value_info:
+        assert compiled.graph.values[vi.name].type == tensor_type(vi.type)
