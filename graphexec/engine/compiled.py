@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import time
+from functools import partial
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -106,6 +107,11 @@ class Compiled:
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
         self._call_list: list[Any] | None = None   # the same, in launch order, once a run has replayed
+        # a simulated run's tape log (``ExecContext.log``) and its kernels' start and end callables,
+        # made once: a partial and two bound methods per kernel and run were a tenth of its launch
+        self._log: dict[int, int | None] = {}
+        self._log_starts = [partial(self._log.setdefault, i, ~i) for i in range(len(self._kernels))]
+        self._log_end = cast("Callable[[Any], None]", self._log.setdefault)
         self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
         plan = self.memory_plan
@@ -254,7 +260,9 @@ class Compiled:
                 self._simulate(ctx)
             else:
                 replayed = self._tape if self._tape is not None and self._tape.fits(dev) else None
-                ctx.log = None if replayed else {}   # the tape's steps, recorded with no call per step
+                if not replayed:   # the tape's steps, recorded with no call per step
+                    self._log.clear()
+                    ctx.log, ctx.starts, ctx.log_end = self._log, self._log_starts, self._log_end
                 tape = replayed or self._simulate(ctx)
                 recorded = None if replayed else tape
                 if compute:

@@ -51,6 +51,8 @@ class ExecContext(LaunchContext):
     direct: frozenset[int] = frozenset()
     tape: list[int] = field(default_factory=list)   # kernel i appends i at its start, ~i at its end
     log: dict[int, int | None] | None = None   # timing only: the tape's steps as a dict's keys (``steps``)
+    starts: Sequence[Callable[[], Any]] | None = None   # kernel i's ``partial(log.setdefault, i, ~i)``, if kept
+    log_end: Callable[[Any], None] | None = None         # ``log.setdefault``, with ``starts``
     index: dict[int, int] = field(default_factory=dict)          # kernel task id -> launch index
     calls: dict[int, "KernelCall"] = field(default_factory=dict)
     overlap: Any = None             # threads.Overlap when kernels compute on a thread pool
@@ -68,7 +70,10 @@ class ExecContext(LaunchContext):
         end: Callable[[Any], None]
         if log is not None:   # timing only: the start inserts i (and returns ~i), the end inserts ~i
             i = self.index[tid]
-            start, end = partial(log.setdefault, i, ~i), cast("Callable[[Any], None]", log.setdefault)
+            if self.starts is not None and self.log_end is not None:   # the plan's own log: its callables, made once
+                start, end = self.starts[i], self.log_end
+            else:
+                start, end = partial(log.setdefault, i, ~i), log.setdefault   # type: ignore[assignment]
         else:
             call = self.calls.get(tid)
             if call is None:   # ``call``, unrolled: a first run makes one per kernel here

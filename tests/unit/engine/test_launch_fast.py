@@ -87,3 +87,29 @@ def test_kernels_share_one_read_only_meta_per_plan_task():
     assert dict(kernel.meta) == {"task": kernel.meta["task"]} and kernel.meta["task"].name == kernel.name
     with pytest.raises(TypeError):
         kernel.meta["other"] = 1   # type: ignore[index]
+
+
+@pytest.mark.parametrize("hazards", [False, True])
+def test_the_plans_own_log_records_each_simulated_run_afresh(hazards):
+    """The start and end callables are made once per plan over one log dict, cleared per
+    run: runs that simulate again (the hazard checker always does) record the same tape as
+    the first, and as a context with a log of its own (a partial per kernel)."""
+    graph = gx.load(SOME[1])
+    feeds = default_feeds(graph)
+    session = gx.Session(graph, streams=3, check_hazards=hazards)
+    compiled = session.compile(feeds)
+    first = session.run(feeds)
+    tape = compiled._tape.steps if compiled._tape is not None else list(compiled._log)
+    compiled._tape = None
+    second = session.run(feeds)
+    assert list(compiled._log) == tape and len(tape) == 2 * len(compiled._kernels)
+    assert repr(first.stats) == repr(second.stats)
+    dev = compiled.device
+    dev.reset_run()
+    ctx = compiled.bind(compute=False)
+    ctx.log = {}   # no ``starts``: the kernels' callables made per run
+    for name, value in feeds.items():
+        compiled._feed(ctx, name, value, False)
+    launch_all(ctx, compiled.schedule.order)
+    dev.synchronize_device()
+    assert ctx.steps() == tape
