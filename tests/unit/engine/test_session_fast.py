@@ -132,3 +132,29 @@ def test_replays_through_the_kept_calls_are_fresh_first_runs(make):
         assert {k: (v.dtype, v.shape, v.tobytes()) for k, v in again.outputs.items()} == \
             {k: (v.dtype, v.shape, v.tobytes()) for k, v in fresh.outputs.items()}
         assert _numbers(again)[0] == _numbers(fresh)[0]
+
+
+def test_gc_paused_pauses_nests_and_restores_as_the_generator_did():
+    import gc
+
+    from graphexec._limits import gc_paused
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with gc_paused():
+            assert not gc.isenabled()
+            with gc_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()   # the inner one found it paused: it leaves it paused
+        assert gc.isenabled()
+        with pytest.raises(KeyError):
+            with gc_paused():
+                raise KeyError("x")
+        assert gc.isenabled()
+        gc.disable()
+        with gc_paused():
+            pass
+        assert not gc.isenabled()   # off before: off after
+    finally:
+        (gc.enable if was else gc.disable)()
