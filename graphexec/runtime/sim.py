@@ -20,10 +20,11 @@ import itertools
 from collections import deque
 from typing import Any, Callable
 
-from graphexec.runtime.core_pools import DONE_EPS, INF, CorePools
+from graphexec.runtime.core_pools import INF, CorePools
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
 from graphexec.runtime.sim_group import SimGroup
+from graphexec.runtime.sim_loop import drive
 from graphexec.runtime.sim_task import DeviceTask
 from graphexec.runtime.waves import run_shared_waves, run_waves
 
@@ -94,9 +95,8 @@ class Simulator:
         """Advance simulated time until ``cond()`` holds; return the time it held."""
         if self.group is not None:
             return self.group.run_until(cond)
-        while not cond():
-            if not self._step(INF):
-                raise RuntimeError("simulation stalled: the condition can never hold")
+        if not drive(self, INF, cond):   # ``while not cond(): self._step(INF)``, faster (``sim_loop.py``)
+            raise RuntimeError("simulation stalled: the condition can never hold")
         return self.now
 
     def advance_to(self, t: float) -> None:
@@ -104,8 +104,7 @@ class Simulator:
         if self.group is not None:
             self.group.advance_to(t)
             return
-        while self._step(t):
-            pass
+        drive(self, t, None)   # ``while self._step(t): pass``
         self.now = max(self.now, t)
 
     def next_t(self) -> float:
@@ -151,27 +150,10 @@ class Simulator:
                     return True
             if t > self.now:
                 self.now = t
-            if len(cohorts) == 1:   # ``CorePools.pop_done`` of one cohort, unrolled
-                c = cohorts[0]
-                dt = t - cores.t
-                if dt > 0:
-                    c.left -= c.rate * dt
-                    cores.t = t
-                if c.left <= DONE_EPS or t + c.left / c.rate <= t:
-                    cores.cohorts = []
-                    cores.free[c.pool] += c.n
-                    cores.log.append((t, c.pool, -c.n))
-                    cores.stale = True
-                    task = c.task   # ``_blocks_done``
-                    task.blocks_running -= c.n
-                    if task.blocks_left == 0 and task.blocks_running == 0:
-                        self._finish(task)
-                    cores.spares.append(c)   # no one holds it now: a placement reuses it
-            else:
-                done = cores.pop_done(t)
-                for c in done:
-                    self._blocks_done(c)
-                cores.spares += done
+            done = cores.pop_done(t)
+            for c in done:
+                self._blocks_done(c)
+            cores.spares += done
             if (timers and timers[0][0] <= t) or (ready and ready[0][0] <= t):   # an end's doing
                 self._due(t)
         else:

@@ -7,23 +7,24 @@ kernel's cohort is the only one running, it is first in line for its pool, and n
 (nor another device of the group) comes before the next wave ends, nothing else can
 happen in between, so the waves run here back to back. Each wave does exactly what the
 step would have done, with the same float operations in the same order (the cohort's
-progress, the solo rate, the next finish); a long run of equal waves is one numpy
-``add.accumulate`` of the same sums, which adds in sequence. A wave that gives back and
+progress, the solo rate, the next finish); a long run of equal waves is one
+``itertools.accumulate`` of the same sums, which adds in sequence. A wave that gives back and
 takes the same number of cores changes no busy count, so it logs nothing (samples are
 the same). The last placement stops the loop; the kernel's end is an ordinary step.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, repeat
+from math import ulp
 from typing import Any
-
-import numpy as np
 
 from graphexec.runtime.core_pools import DONE_EPS, INF
 
-CLOSED_FORM_WAVES = 2    # equal waves ahead from which the closed form (a plain loop, numpy past LOOP_WAVES) pays
-LOOP_WAVES = 128         # equal waves up to which a plain loop is cheaper than numpy's set-up
-CHUNK = 4096             # equal waves worked out per numpy pass (the host may stop the run early)
+CLOSED_FORM_WAVES = 2    # equal waves ahead from which the closed form (a loop, or a list from ACCUMULATE_WAVES) pays
+ACCUMULATE_WAVES = 10    # equal waves from which one list of their ends is cheaper than a loop
+CHUNK = 4096             # equal waves worked out per list (the host may stop the run early)
 
 
 def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
@@ -79,7 +80,7 @@ def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
             return True
         if not (t_next < stop and t_next <= limit):
             return True
-        if left // n >= CLOSED_FORM_WAVES and not crowded:
+        if left // n >= CLOSED_FORM_WAVES:   # crowded or not: it took every core it freed
             t_next = _equal_waves(sim, task, t, d, rate, left // n, limit, stop)
             if task.blocks_left == 0:
                 del active[0]
@@ -92,23 +93,27 @@ def run_waves(sim: Any, t: float, limit: float, stop: float) -> bool:
 def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: int,
                  limit: float, stop: float) -> float:
     """Up to ``waves`` wave ends after the cohort placed at ``t``, each placing as many
-    blocks as it frees (so nothing changes but the clock): the plain steps' sums and done
-    checks, array-wise. Returns the next finish."""
-    if waves <= LOOP_WAVES:
+    blocks as it frees (so nothing changes but the clock): the plain steps' sums, and
+    their done checks where a bound says they all pass. Returns the next finish.
+
+    The ends are ``t + d``, ``+ d``, ... added in order (``accumulate`` does the same adds).
+    A wave's remaining fraction at its end is ``1 - rate * dt`` with ``dt`` within one ulp
+    of the latest end from ``d`` and ``rate * d`` within 2**-53 of 1, so while
+    ``rate * ulp(end)`` is at most ``DONE_EPS / 4`` every wave counts as done and only the
+    host's limit and the next timer (``stop``) cut the run: the ends before them, found
+    by bisection. Past that bound the checks run one by one (``_equal_waves_loop``)."""
+    if waves < ACCUMULATE_WAVES:
         return _equal_waves_loop(sim, task, t, d, rate, waves, limit, stop)
     cores = sim.cores
     n = cores.cohorts[0].n
     while waves > 0:
         k = waves if waves < CHUNK else CHUNK
-        steps = np.full(k + 1, d)
-        steps[0] = t
-        ts = np.add.accumulate(steps)          # ts[i] = ts[i - 1] + d, in order
-        ends, dt = ts[1:], ts[1:] - ts[:-1]
-        rest = np.where(dt > 0, 1.0 - rate * dt, 1.0)
-        ok = ((rest <= DONE_EPS) | (ends + rest / rate <= ends)) & (ends < stop) & (ends <= limit)
-        j = k if ok.all() else int(np.argmin(ok))   # wave ends run here: the leading ok ones
+        ts = list(accumulate(repeat(d, k), initial=t))   # ts[i] = ts[i - 1] + d, in order
+        if rate * ulp(ts[-1]) > DONE_EPS / 4:
+            return _equal_waves_loop(sim, task, t, d, rate, waves, limit, stop)
+        j = min(bisect_left(ts, stop, 1), bisect_right(ts, limit, 1)) - 1   # ends < stop and <= limit
         if j:
-            t = float(ts[j])
+            t = ts[j]
             if t > sim.now:
                 sim.now = t
             cores.t = t
@@ -122,8 +127,8 @@ def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: in
 
 def _equal_waves_loop(sim: Any, task: Any, t: float, d: float, rate: float, waves: int,
                       limit: float, stop: float) -> float:
-    """``_equal_waves`` one wave at a time: the same sums and checks, cheaper than numpy's
-    set-up for a few dozen waves."""
+    """``_equal_waves`` one wave at a time, each checked as the plain step checks it
+    (cheaper than the list for a few waves)."""
     j = 0
     while j < waves:
         end = t + d

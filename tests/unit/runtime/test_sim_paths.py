@@ -108,12 +108,14 @@ def test_shared_waves_with_tied_demands_match(use, seed):
     _across(use, observe)
 
 
-@pytest.mark.parametrize("loop_waves", [0, 128, 10_000])   # numpy always / as shipped / the loop always
+@pytest.mark.parametrize("chunk", [7, 4096])   # lists cut into pieces / as shipped
+@pytest.mark.parametrize("list_from", [0, 10, 10_000])   # the list always / as shipped / the loop always
 @pytest.mark.parametrize("waves_n", [3, 25, 130, 300])
-def test_equal_waves_by_loop_or_numpy_match(use, monkeypatch, loop_waves, waves_n):
+def test_equal_waves_by_loop_or_list_match(use, monkeypatch, list_from, waves_n, chunk):
     """A lone kernel of ``waves_n`` equal waves, the host looking in at several points of
     them (each cuts the closed form short), then a kernel on another stream."""
-    monkeypatch.setattr(waves, "LOOP_WAVES", loop_waves)
+    monkeypatch.setattr(waves, "ACCUMULATE_WAVES", list_from)
+    monkeypatch.setattr(waves, "CHUNK", chunk)
     seen = {}
     for kind in KINDS:
         use(kind)
