@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.kernels import channels, pieces
+from graphexec.kernels import channels
 from graphexec.kernels.gelu_erf import gelu_erf, gelu_erf_whole
 from graphexec.kernels.registry import OpContext, Unsupported, fits, register
 
@@ -167,20 +167,11 @@ def _row_max(v: np.ndarray, axis: int) -> np.ndarray:
 def softmax(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """exp(x - max) / sum, shifted by the max for stability; into ``out`` when it fits."""
     v, axis = _softmax_frame(ctx, x)
-    if v is x and axis == x.ndim - 1 and x.shape[-1] > 64 and x.dtype == np.float32 \
-            and pieces.rows(_softmax_rows, x, out):   # rows of > 64: the same max path in every piece
-        return out   # type: ignore[return-value]   # rows ran, so out is an array
     e = np.subtract(v, _row_max(v, axis), out=out if v is x and fits(out, x.shape, x.dtype) else None)
     np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)
     return (e if e.shape == x.shape else e.reshape(x.shape)).astype(x.dtype, copy=False)
 
-
-def _softmax_rows(v: np.ndarray, out: np.ndarray) -> None:
-    """``softmax``'s steps over the last axis of the 2-D ``v``, into ``out``."""
-    e = np.subtract(v, _row_max(v, 1), out=out)
-    np.exp(e, out=e)
-    e /= e.sum(axis=1, keepdims=True)
 
 
 @register("LogSoftmax")
@@ -207,10 +198,6 @@ def layer_norm(ctx: OpContext, x: np.ndarray, scale: np.ndarray, b: np.ndarray |
     xw = _work(x, "LayerNormalization")
     red = tuple(range(axis, x.ndim))
     eps = xw.dtype.type(ctx.attr("epsilon", 1e-5))
-    if xw.dtype == x.dtype == scale.dtype == np.float32 and red == (x.ndim - 1,) and ctx.num_outputs <= 1 \
-            and scale.ndim == 1 and (b is None or (b.dtype == x.dtype and b.ndim == 1)) \
-            and pieces.rows(lambda xp, op: _layer_norm_into(xp, scale, b, (1,), eps, op), x, out):
-        return out
     if xw.dtype == x.dtype == scale.dtype and (b is None or b.dtype == x.dtype) and x.size:
         y, mean, inv = _layer_norm_into(xw, scale, b, red, eps, out if fits(out, x.shape, x.dtype) else None)
     else:

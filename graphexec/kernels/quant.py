@@ -19,8 +19,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from graphexec.errors import UnsupportedOpError
-from graphexec.kernels import pieces, scratch
 from graphexec.kernels import quant_shapes as shapes
+from graphexec.kernels import scratch
 from graphexec.kernels.custom import CustomKernel
 from graphexec.kernels.registry import KernelFn, OpContext, Unsupported, fits, register
 
@@ -166,13 +166,8 @@ def quantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.nda
     dtype, cdt, s, z, saturate = _params(ctx, "q", x, scale, zp, make)
     with np.errstate(all="ignore"):
         if x.dtype == cdt == _F32 and dtype in INT_RANGES and _within(x, s):
-            def piece(xp: np.ndarray, op: np.ndarray | None) -> np.ndarray:
-                v = np.divide(xp, s, out=scratch.buffer("quant.v", xp.shape, _F32))
-                return quantize(v, dtype, z, saturate, inplace=True, out=op)
-
-            if np.ndim(s) == 0 and np.ndim(z) == 0 and pieces.flat(piece, x, out):   # one scale: L2-sized pieces
-                return out   # type: ignore[return-value]   # flat ran, so out is an array
-            return piece(x, out)
+            v = np.divide(x, s, out=scratch.buffer("quant.v", x.shape, _F32))
+            return quantize(v, dtype, z, saturate, inplace=True, out=out)
         v = ((x if x.dtype == cdt else x.astype(cdt)) / s).astype(_F32, copy=False)
         return quantize(v, dtype, z, saturate, inplace=True)
 
@@ -195,10 +190,7 @@ def dequantize_linear(ctx: OpContext, x: np.ndarray, scale: np.ndarray, zp: np.n
     dtype, z, s = _params(ctx, "dq", x, scale, zp, make)
     if fits(out, x.shape, dtype) and dtype == _F32 and not np.may_share_memory(out, x) and _within(x, z) \
             and _within(x, s):
-        if np.ndim(s) == 0 and np.ndim(z) == 0 and pieces.flat(lambda xp, op: _dequantize(xp, z, s, op), x, out):
-            return out   # per tensor: in L2-sized pieces
-        v = _dequantize(x, z, s, out)
-        return v.astype(dtype, copy=False)
+        return _dequantize(x, z, s, out)
     return _dequantize(x, z, s, None).astype(dtype, copy=False)
 
 
