@@ -106,8 +106,11 @@ def _equal_waves(sim: Any, task: Any, t: float, d: float, rate: float, waves: in
         return _equal_waves_loop(sim, task, t, d, rate, waves, limit, stop)
     cores = sim.cores
     n = cores.cohorts[0].n
+    end = stop if stop < limit else limit
     while waves > 0:
         k = waves if waves < CHUNK else CHUNK
+        if end < INF:   # only the ends that fit before the limit or next timer, and two more (the next piece goes on)
+            k = max(1, min(k, int((end - t) / d) + 2))
         ts = list(accumulate(repeat(d, k), initial=t))   # ts[i] = ts[i - 1] + d, in order
         if rate * ulp(ts[-1]) > DONE_EPS / 4:
             return _equal_waves_loop(sim, task, t, d, rate, waves, limit, stop)
