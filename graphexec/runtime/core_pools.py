@@ -222,22 +222,29 @@ class CorePools:
             self.t = now
         free[pool] -= n
         self.log.append((now, pool, n))
-        if self.spares:
-            c = self.spares.pop()
-            _init_cohort(c, task, pool, n, task.block_us, task.block_bytes)
+        block_us, nbytes, spares = task.block_us, task.block_bytes, self.spares
+        if spares:   # ``Cohort.__init__`` on a spare, written out
+            c = spares.pop()
+            c.task, c.pool, c.n = task, pool, n
+            c.left = 1.0
+            c.time = time = MIN_BLOCK_US if MIN_BLOCK_US > block_us else block_us
+            c.bytes = nbytes
+            c.demand = nbytes / time
+            c.rate = 1.0 / time
         else:
-            c = Cohort(task, pool, n, task.block_us, task.block_bytes)
+            c = Cohort(task, pool, n, block_us, nbytes)
+            time = c.time
         self.cohorts.append(c)
         task.blocks_left = left = left - n
         task.blocks_running = running = task.blocks_running + n
         if running > task.max_cores:
             task.max_cores = running
         self.stale = False   # ``retime`` of one cohort
-        if c.bytes > 0:   # ``solo_rate``
-            r, share = 1.0 / c.time, self.bw / (c.n * c.bytes)
+        if nbytes > 0:   # ``solo_rate``
+            r, share = 1.0 / time, self.bw / (n * nbytes)
             c.rate = rate = share if share < r else r
         else:
-            c.rate = rate = 1.0 / c.time
+            c.rate = rate = 1.0 / time
         self.next_t = self.t + c.left / rate
         return left > 0
 

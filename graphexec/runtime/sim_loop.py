@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from graphexec.runtime.core_pools import DONE_EPS, INF, MIN_BLOCK_US, Cohort
+from graphexec.runtime.core_pools import DONE_EPS, INF
 
 FAST_LOOP = True   # False: every step is ``Simulator._step``
 
@@ -81,7 +81,7 @@ def drive(sim: Any, limit: float, cond: Callable[[], bool] | None) -> bool:
         if t > sim.now:   # the one thing due: a kernel's blocks, on an idle device
             sim.now = t
         task = ready.popleft()[2]
-        if _place_alone(cores, task, t, free, spares):
+        if cores.place_alone(task, t):
             active.append(task)
     return True
 
@@ -119,45 +119,3 @@ def _settle_one(sim: Any, s: Any) -> None:
     elif cores.stale:   # ``retime`` with nothing running
         cores.stale, cores.next_t = False, cores.t + INF
 
-
-def _place_alone(cores: Any, task: Any, now: float, free: dict[str, int], spares: list[Any]) -> bool:
-    """``CorePools.place_alone`` with ``Cohort.__init__`` on a spare written out (the same
-    operations in the same order); True when blocks of ``task`` still wait for cores."""
-    pool = task.pool
-    n, left = free[pool], task.blocks_left
-    if left < n:
-        n = left
-    caps = task.stream.core_limit
-    if caps is not None and task.unit in caps:
-        n = min(n, caps[task.unit] - task.blocks_running)
-    if n <= 0:   # no core it may take: it waits
-        return True
-    if now > cores.t:
-        cores.t = now
-    free[pool] -= n
-    cores.log.append((now, pool, n))
-    block_us, nbytes = task.block_us, task.block_bytes
-    if spares:
-        c = spares.pop()
-        c.task, c.pool, c.n = task, pool, n
-        c.left = 1.0
-        c.time = time = MIN_BLOCK_US if MIN_BLOCK_US > block_us else block_us
-        c.bytes = nbytes
-        c.demand = nbytes / time
-        c.rate = 1.0 / time
-    else:
-        c = Cohort(task, pool, n, block_us, nbytes)
-        time = c.time
-    cores.cohorts.append(c)
-    task.blocks_left = left = left - n
-    task.blocks_running = running = task.blocks_running + n
-    if running > task.max_cores:
-        task.max_cores = running
-    cores.stale = False   # ``retime`` of one cohort
-    if nbytes > 0:   # ``solo_rate``
-        r, share = 1.0 / time, cores.bw / (n * nbytes)
-        c.rate = rate = share if share < r else r
-    else:
-        c.rate = rate = 1.0 / time
-    cores.next_t = cores.t + c.left / rate
-    return left > 0

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 from acl_helpers import clean_acl
+from test_sim_fast_reference import PlainSimulator
 
 from graphexec import acl
+from graphexec.runtime import device as device_mod
+from graphexec.runtime import sim as sim_mod
 
 
 @pytest.fixture
@@ -17,3 +20,13 @@ def rt():
     acl.set_device(0)
     yield acl
     clean_acl()
+
+
+@pytest.fixture
+def use(monkeypatch):
+    """Switch which simulator new devices get: ``use("plain")`` (the frozen reference),
+    ``use("fast")`` or ``use("steps")`` (one step per wave)."""
+    def pick(kind: str) -> None:
+        monkeypatch.setattr(device_mod, "Simulator", PlainSimulator if kind == "plain" else sim_mod.Simulator)
+        monkeypatch.setattr(sim_mod, "FAST_WAVES", kind == "fast")
+    return pick

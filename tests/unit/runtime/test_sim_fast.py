@@ -15,26 +15,15 @@ from dataclasses import replace
 import numpy as np
 import onnx
 import pytest
-from test_sim_fast_reference import PlainSimGroup, PlainSimulator
+from test_sim_fast_reference import PlainSimGroup
 
 import graphexec as gx
-from graphexec.runtime import device as device_mod
-from graphexec.runtime import sim as sim_mod
 from graphexec.runtime.device import Device
 from graphexec.runtime.profiles import load_profile
-from graphexec.runtime.sim import DeviceTask, SimGroup, Simulator
+from graphexec.runtime.sim import DeviceTask, SimGroup
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 KINDS = ("fast", "steps", "plain")   # waves in one loop / one step per wave / the reference
-
-
-@pytest.fixture
-def use(monkeypatch):
-    """Switch which simulator new devices get: ``use("plain")`` and so on."""
-    def pick(kind: str) -> None:
-        monkeypatch.setattr(device_mod, "Simulator", PlainSimulator if kind == "plain" else Simulator)
-        monkeypatch.setattr(sim_mod, "FAST_WAVES", kind == "fast")
-    return pick
 
 
 def _kernel(rng: np.random.Generator, stream) -> DeviceTask:

@@ -15,23 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_sim_fast import _profile, _seen
-from test_sim_fast_reference import PlainSimulator
 from test_sim_paths import Boom, _across
 
-from graphexec.runtime import device as device_mod
-from graphexec.runtime import sim as sim_mod
 from graphexec.runtime import sim_loop, waves
 from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask
-
-
-@pytest.fixture
-def use(monkeypatch):
-    """Switch which simulator new devices get, as in ``test_sim_fast``."""
-    def pick(kind: str) -> None:
-        monkeypatch.setattr(device_mod, "Simulator", PlainSimulator if kind == "plain" else sim_mod.Simulator)
-        monkeypatch.setattr(sim_mod, "FAST_WAVES", kind == "fast")
-    return pick
 
 
 def _tiny(rng: np.random.Generator, s, **kw) -> DeviceTask:

@@ -13,22 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_sim_fast import KINDS, _kernel, _profile, _seen, _workload
-from test_sim_fast_reference import PlainSimGroup, PlainSimulator
+from test_sim_fast_reference import PlainSimGroup
 
-from graphexec.runtime import device as device_mod
-from graphexec.runtime import sim as sim_mod
 from graphexec.runtime import waves
 from graphexec.runtime.device import Device
 from graphexec.runtime.sim import DeviceTask, SimGroup
-
-
-@pytest.fixture
-def use(monkeypatch):
-    """Switch which simulator new devices get, as in ``test_sim_fast``."""
-    def pick(kind: str) -> None:
-        monkeypatch.setattr(device_mod, "Simulator", PlainSimulator if kind == "plain" else sim_mod.Simulator)
-        monkeypatch.setattr(sim_mod, "FAST_WAVES", kind == "fast")
-    return pick
 
 
 def _same(seen: dict) -> None:
