@@ -23,7 +23,7 @@ from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
 from graphexec.engine.simulate import computed, control_flow, simulate_cards
 from graphexec.engine.threads import Workers
-from graphexec.errors import GraphExecError
+from graphexec.errors import FeedError, GraphExecError
 from graphexec.frontend import load
 from graphexec.frontend.options import check_session_options
 from graphexec.ir import Graph
@@ -102,6 +102,8 @@ class Session:
         if self.multi is not None:
             self._last = self.multi.compile(feeds)
             return self._last
+        if feeds is not None and not isinstance(feeds, Mapping):   # before feeds_key reads its items
+            raise FeedError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
         seen = feeds_key(feeds) if feeds is not None else None
         compiled = self._seen.get(seen) if seen is not None else None
         if compiled is None:

@@ -28,7 +28,8 @@ PIECE = 65536   # elements per piece: a float32 piece and two temporaries take 7
 
 def flat(fn: Callable[[np.ndarray, np.ndarray], Any], x: np.ndarray, out: np.ndarray | None) -> bool:
     """``fn(x_piece, out_piece)`` over the flattened tensors when both are C-contiguous, of one
-    shape, apart in memory and at least two pieces long; False (nothing done) otherwise."""
+    shape and dtype (a model may declare another output dtype: the kernel then casts), apart
+    in memory and at least two pieces long; False (nothing done) otherwise."""
     align = np.getbufsize()
     step = max(align, PIECE // align * align)
     if not _fits(x, out, step):
@@ -41,5 +42,5 @@ def flat(fn: Callable[[np.ndarray, np.ndarray], Any], x: np.ndarray, out: np.nda
 
 
 def _fits(x: np.ndarray, out: np.ndarray | None, step: int) -> bool:
-    return out is not None and x.size >= 2 * step and out.shape == x.shape and x.flags.c_contiguous \
-        and out.flags.c_contiguous and not np.may_share_memory(x, out)
+    return out is not None and x.size >= 2 * step and out.shape == x.shape and out.dtype == x.dtype \
+        and x.flags.c_contiguous and out.flags.c_contiguous and not np.may_share_memory(x, out)

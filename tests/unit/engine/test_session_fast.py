@@ -158,3 +158,14 @@ def test_gc_paused_pauses_nests_and_restores_as_the_generator_did():
         assert not gc.isenabled()   # off before: off after
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("feeds", [(("x", np.ones(2, np.float32)),), [np.ones(2, np.float32)]])
+def test_compile_names_feeds_that_are_not_a_mapping(feeds):
+    """compile() checks its feeds' type before keying them, as run() does: one FeedError line."""
+    h = helper
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g", [h.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                     [h.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    session = gx.Session(gx.load(h.make_model(g, opset_imports=[h.make_opsetid("", 17)])))
+    with pytest.raises(gx.FeedError, match="feeds must be a mapping of input name to array, not (tuple|list)"):
+        session.compile(feeds)

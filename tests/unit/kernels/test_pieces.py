@@ -5,11 +5,15 @@ buffer are made small (for both calls) so the shapes stay small."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import graphexec as gx
 from graphexec.kernels import elementwise, pieces
 from graphexec.kernels.registry import OpContext
 
@@ -81,6 +85,7 @@ def test_pieces_run_only_where_they_may():
         assert not pieces.flat(lambda a, b: None, x, x)                       # in place
         assert not pieces.flat(lambda a, b: None, x, np.empty((400,), np.float32))   # another shape
         assert not pieces.flat(lambda a, b: None, x.T, np.empty_like(x.T))    # not C-contiguous
+        assert not pieces.flat(lambda a, b: None, x, np.empty(x.shape, np.float16))   # another dtype
         assert pieces.flat(lambda a, b: seen.append(a.size), x, np.empty_like(x))
         assert seen == [64] * 6 + [16]
     finally:
@@ -95,3 +100,18 @@ def test_real_sizes_run_in_pieces(shape):
     whole = elementwise.erf32(x, np.empty_like(x))
     out = np.empty_like(x)
     assert pieces.flat(elementwise.erf32, x, out) and out.tobytes() == whole.tobytes()
+
+
+@pytest.mark.parametrize("declared", [onnx.TensorProto.INT32, onnx.TensorProto.FLOAT16])
+def test_a_big_erf_with_a_wrongly_declared_output_keeps_its_values(declared):
+    """A model's value_info may declare another dtype for Erf's output: a tensor big enough
+    for pieces still gets float32 erf values (pieces refuse an out of another dtype)."""
+    h = onnx.helper
+    shape = [1, 400, 1536]
+    g = h.make_graph([h.make_node("Erf", ["x"], ["e"]), h.make_node("Neg", ["e"], ["z"])], "erf",
+                     [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                     [h.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+                     value_info=[h.make_tensor_value_info("e", declared, shape)])
+    x = np.full(shape, 0.5, np.float32)
+    z = gx.Session(gx.load(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))).run({"x": x}).outputs["z"]
+    assert z.dtype == np.float32 and np.all(z == -np.float32(math.erf(0.5)))
