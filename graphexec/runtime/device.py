@@ -12,7 +12,6 @@ batches, each as it would have been at its turn (``Device._hold``): the same tim
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -32,7 +31,7 @@ from graphexec.runtime.held import Submitted
 from graphexec.runtime.memory import DeviceMemory
 from graphexec.runtime.profiles import DeviceProfile, load_profile
 from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask, SimGroup, Simulator
-from graphexec.runtime.stream import Event, Stream
+from graphexec.runtime.stream import Event, EventSnapshot, Stream
 
 DEFAULT_PRIORITY = 0     # RT_STREAM_PRIORITY_DEFAULT in CANN's rt.h
 BATCH = True             # a ``batch_waits`` device holds launches onto a full queue (False: each waits at once)
@@ -303,7 +302,7 @@ class Device:
     def stream_wait_event(self, stream: Stream, event: Event) -> DeviceTask:
         if event.record_task is None:
             raise invalid_value(f"stream {stream.id} waits on event {event.id}, which was never recorded")
-        task = DeviceTask("wait", stream, f"wait e{event.id}", unit="", event=_Snapshot(event.record_task))
+        task = DeviceTask("wait", stream, f"wait e{event.id}", unit="", event=EventSnapshot(event.record_task))
         return self.launch(task)
 
     def reset_event(self, event: Event, stream: Stream) -> DeviceTask:
@@ -396,16 +395,3 @@ class Device:
                  "bytes": t.bytes, "link": t.meta.get("link")}
                 for t in self.sim.finished]
 
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    """A wait binds to the record that was newest when the wait was enqueued."""
-
-    record_task: DeviceTask
-
-    def is_complete_at(self, now: float) -> bool:
-        return self.record_task.end_t is not None and self.record_task.end_t <= now
-
-    @property
-    def id(self) -> int:
-        return self.record_task.event.id

@@ -6,6 +6,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphexec.runtime.sim_task import DeviceTask
+
 
 @dataclass(eq=False)
 class Stream:
@@ -45,3 +47,17 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event({self.id})"
+
+
+@dataclass(frozen=True, slots=True)
+class EventSnapshot:
+    """A wait binds to the record that was newest when the wait was enqueued."""
+
+    record_task: DeviceTask
+
+    def is_complete_at(self, now: float) -> bool:
+        return self.record_task.end_t is not None and self.record_task.end_t <= now
+
+    @property
+    def id(self) -> int:
+        return self.record_task.event.id
