@@ -4,7 +4,7 @@ Each workload below leans on one of them: the FIFO of kernels' ready timers merg
 the heap (timers and readies due at the same instant, a kernel's end raising midway through
 a step's timers), a kernel placed alone on an idle device (serial chains, capped streams),
 reused cohorts, shared waves that keep their rates unless demands tie, and equal waves run
-in a plain loop or by numpy (cut by host syncs at every point). Multi-device groups, host
+in a plain loop or as one list of their ends (cut by host syncs at every point). Multi-device groups, host
 syncs mid-run and small command queues come in through the random workloads.
 """
 
