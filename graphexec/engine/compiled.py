@@ -12,6 +12,7 @@ import numpy as np
 
 from graphexec._limits import gc_paused
 from graphexec.engine.control import controllers
+from graphexec.engine.core_tasks import graph_tasks
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
@@ -33,9 +34,11 @@ from graphexec.passes.stream_assignment import StreamAssignment
 from graphexec.passes.thread_plan import ThreadPlan, ThreadPlanning
 from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph, TaskKind
 from graphexec.profiling.record import RunRecord
+from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device
 from graphexec.runtime.launch import launch_all
 from graphexec.runtime.profiles import DeviceProfile
+from graphexec.runtime.sim_core import GraphTasks
 from graphexec.runtime.stream import Stream
 
 REGIONS = ("weight", "io", "activation")
@@ -113,6 +116,7 @@ class Compiled:
         self._log_starts = [partial(self._log.setdefault, i, ~i) for i in range(len(self._kernels))]
         self._log_end = cast("Callable[[Any], None]", self._log.setdefault)
         self._needs: object = _UNKNOWN     # needs_values, once known
+        self._graph_tasks: object = _UNKNOWN   # what the compiled event loop reads (``_run_on_core``), once known
         self._prepare()
         plan = self.memory_plan
         self.activation_sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None
@@ -304,9 +308,24 @@ class Compiled:
         starts and ends (the math runs when the tape is replayed)."""
         dev = ctx.device
         host_start = dev.host_t
-        launch_all(ctx, self.schedule.order)
-        dev.synchronize_device()
-        return Tape(host_start, ctx.steps(), dev.sim, list(dev.launches), dev.host_t)
+        steps = self._run_on_core(ctx)
+        if steps is None:
+            launch_all(ctx, self.schedule.order)
+            dev.synchronize_device()
+            steps = ctx.steps()
+        return Tape(host_start, steps, dev.sim, list(dev.launches), dev.host_t)
+
+    def _run_on_core(self, ctx: ExecContext) -> list[int] | None:
+        """The same launch and synchronize by the compiled event loop (``runtime/sim_core.py``),
+        where it applies: a tape-logged run of a plan with no control flow; else None."""
+        if ctx.log is None or self.controls or ctx.prefix or not sim_core.CORE:
+            return None
+        if self._graph_tasks is _UNKNOWN:
+            self._graph_tasks = graph_tasks(self.schedule, self._metas)
+        tasks = cast("GraphTasks | None", self._graph_tasks)
+        if tasks is None:
+            return None
+        return sim_core.run_graph(ctx.device, [ctx.streams[i] for i in range(len(ctx.streams))], ctx.events, tasks)
 
     def _stream(self, dev: Device, i: int) -> Stream:
         prio = self.schedule.priorities[i] if i < len(self.schedule.priorities) else None

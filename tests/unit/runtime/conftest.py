@@ -10,6 +10,7 @@ from test_sim_fast_reference import PlainSimulator
 from graphexec import acl
 from graphexec.runtime import device as device_mod
 from graphexec.runtime import sim as sim_mod
+from graphexec.runtime import sim_core
 
 
 @pytest.fixture
@@ -25,8 +26,9 @@ def rt():
 @pytest.fixture
 def use(monkeypatch):
     """Switch which simulator new devices get: ``use("plain")`` (the frozen reference),
-    ``use("fast")`` or ``use("steps")`` (one step per wave)."""
+    ``use("fast")`` or ``use("steps")`` (one step per wave); the compiled loop only with "fast"."""
     def pick(kind: str) -> None:
+        monkeypatch.setattr(sim_core, "CORE", sim_core.CORE and kind == "fast")
         monkeypatch.setattr(device_mod, "Simulator", PlainSimulator if kind == "plain" else sim_mod.Simulator)
         monkeypatch.setattr(sim_mod, "FAST_WAVES", kind == "fast")
     return pick

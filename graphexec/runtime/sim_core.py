@@ -1,0 +1,202 @@
+"""A loaded graph's task list run by the compiled event loop (``_simcore.c``).
+
+A graph-mode run of a compiled plan puts the simulator in one state every time: every
+task enqueued at the model execute's end on streams that were idle, kernels, event
+records and waits only. For that case the C loop runs the plain step
+(``Simulator._step`` and ``CorePools``) over arrays, with the same float operations in
+the same order, and the device is left as the Python loop leaves it: the same
+DeviceTasks (seq, times, cores), finished order, launches, core log, clocks and tape
+steps. It is some 30x faster than the Python loop, which stays the reference and the
+path for everything else (eager launches, copies, control flow, several devices, core
+caps, the hazard checker) and for a build with no C compiler: ``run_graph`` then
+returns None and the caller launches task by task.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from array import array
+from itertools import repeat, starmap
+from typing import Any, Mapping, Sequence
+
+from graphexec.runtime.core_pools import INF
+from graphexec.runtime.device import Device, HostLaunch
+from graphexec.runtime.sim import Simulator
+from graphexec.runtime.sim_task import DeviceTask
+from graphexec.runtime.stream import Event, EventSnapshot, Stream
+
+try:
+    from graphexec.runtime import _simcore  # type: ignore[attr-defined]
+except ImportError:   # built without a C compiler: the Python loop runs every graph
+    _simcore = None
+
+CORE = _simcore is not None   # False: every run goes through the Python loop
+KERNEL, RECORD, WAIT = 0, 1, 2
+_new_launch = tuple.__new__
+# per profile: pool names, each task's pool index, blocks' time and bytes (C columns), pool names, times, bytes
+Costs = tuple[tuple[str, ...], array, array, array, list[str], list[float], list[float]]
+
+
+class GraphTasks:
+    """What the C loop and the DeviceTasks need of a plan's launch order, worked out once.
+
+    ``entries`` per task in launch order: (kind, stream index, name, unit, block_dim,
+    flops, bytes, dtype, meta, event index); a kernel's ``meta`` is its shared read-only
+    meta, an event task's is its plan task (each run gets a fresh ``{"task": ...}``).
+    """
+
+    def __init__(self, entries: Sequence[tuple[int, int, str, str, int, Any, Any, str, Any, int]]) -> None:
+        self.n = len(entries)
+        cols = list(zip(*entries)) if entries else [()] * 10
+        self.kinds = bytes(cols[0])
+        self.stream = array("i", cols[1])
+        self.names, self.units, self.block_dims = cols[2], cols[3], cols[4]
+        self.flops, self.bytes, self.dtypes, self.metas, self.event = cols[5], cols[6], cols[7], cols[8], cols[9]
+        self.nblocks = array("q", (d if d > 1 else 1 for d in self.block_dims))
+        self.kidx = array("i", itertools.accumulate((k == KERNEL for k in self.kinds), initial=0))[:-1]
+        self.kidx = array("i", (i if k == KERNEL else -1 for i, k in zip(self.kidx, self.kinds)))
+        self.kernel_pos = [i for i, k in enumerate(self.kinds) if k == KERNEL]
+        self.event_pos = [i for i, k in enumerate(self.kinds) if k != KERNEL]
+        self.wait_rec, self.last_record, self.bound = self._bind()
+        self.used_streams = sorted(set(self.stream))
+        self._per_profile: dict[int, Any] = {}
+
+    def _bind(self) -> tuple[array, dict[int, int], bool]:
+        """Each wait's record (the newest of its event launched before it), each event's
+        newest record, and whether every wait has one (else the plain launch raises)."""
+        newest: dict[int, int] = {}
+        wait_rec = array("i", repeat(-1, self.n))
+        bound = True
+        for i in self.event_pos:
+            if self.kinds[i] == RECORD:
+                newest[self.event[i]] = i
+            elif self.event[i] in newest:
+                wait_rec[i] = newest[self.event[i]]
+            else:
+                bound = False
+        return wait_rec, newest, bound
+
+    def costs(self, sim: Any) -> Costs | None:
+        """Per profile: the pools' names, each kernel's pool index, its blocks' time and
+        bytes (``_queue_blocks``' sums), as columns; None where the C loop would differ
+        from Python (NaN costs, a zero peak: Python raises)."""
+        key = id(sim.profile)
+        known = self._per_profile.get(key)
+        if known is not None and known[0] is sim.profile:
+            return known[1]   # type: ignore[no-any-return]
+        names = tuple(sim.cores.total)
+        at = {name: i for i, name in enumerate(names)}
+        pool, block_us, block_bytes = array("i", repeat(0, self.n)), [0.0] * self.n, [0.0] * self.n
+        pools = [""] * self.n
+        made: tuple[Any, ...] | None = (names, pool, array("d"), array("d"), pools, block_us, block_bytes)
+        for i in self.kernel_pos:
+            unit, dtype = self.units[i], self.dtypes[i]
+            name, peak = sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype)
+            n = self.nblocks[i]
+            if not peak or name not in at:
+                made = None
+                break
+            pool[i], pools[i] = at[name], name
+            block_us[i], block_bytes[i] = self.flops[i] / n / peak, self.bytes[i] / n
+            if math.isnan(block_us[i]) or math.isnan(block_bytes[i]):
+                made = None
+                break
+        if made is not None:
+            made = (names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes)
+        self._per_profile[key] = (sim.profile, made)
+        return made   # type: ignore[return-value]
+
+
+def idle_for_graph(dev: Device, streams: Sequence[Stream]) -> bool:
+    """Whether a graph launch now would find what the C loop assumes: graph mode, no
+    group, checker, held or on-device launches, live allocator, an idle simulator, and
+    streams with no core cap."""
+    if not (CORE and dev.graph_mode and dev.group is None and dev.checker is None and not dev._held
+            and not dev._on_device and (dev._allocator is None or not dev._allocator.live)):
+        return False
+    sim = dev._sim
+    cores = sim.cores
+    if type(sim) is not Simulator:   # a reference or test simulator runs its own loop
+        return False
+    if sim.queued or sim._timers or sim._ready or sim._active or sim._dirty or sim._blocked or cores.cohorts:
+        return False
+    return all(s.core_limit is None and not s.destroyed and s.active is None and not s.queue for s in streams)
+
+
+def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event],
+              tasks: GraphTasks) -> list[int] | None:
+    """Launch ``tasks`` in graph mode and synchronize the device, as ``launch_all`` then
+    ``synchronize_device`` would; the tape's steps (kernel ``i``'s start, ``~i`` its end).
+    None, with nothing changed, where the C loop cannot run it (the caller launches)."""
+    if not tasks.n or not tasks.bound or not idle_for_graph(dev, streams):
+        return None
+    sim = dev._sim
+    costs = tasks.costs(sim)
+    if costs is None:
+        return None
+    names, pool, bu, bb, pools, block_us, block_bytes = costs
+    cores = sim.cores
+    prio = array("q", (s.priority for s in streams))
+    order = sorted(range(len(streams)), key=lambda i: (streams[i].priority, streams[i].id))
+    rank = array("i", repeat(0, len(streams)))
+    for r, i in enumerate(order):
+        rank[i] = r
+    start, end = dev._execute or _peek_execute(dev)
+    seq0 = next(sim._seq)
+    out = _simcore.run(tasks.kinds, tasks.stream, pool, tasks.nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
+                       prio, rank, array("q", (cores.free[p] for p in names)), names, cores.bw,
+                       sim._overhead, end, sim.now, cores.t, seq0)
+    status = out[0]
+    sim._seq = itertools.count(seq0)   # as it was: the Python loop draws them again if it runs
+    if status:   # stalled or a division by zero: the Python loop runs it and fails as it does
+        return None
+    if dev._execute is None:
+        dev._model_execute()
+    _, seq, starts, readies, ends, maxc, finished, steps, log, last_end, now, cores_t, next_seq = out
+    made = _device_tasks(tasks, streams, events, end, seq, starts, ends, readies, maxc, pools, block_us,
+                         block_bytes)
+    sim.finished += map(made.__getitem__, finished)
+    sim.now, sim._seq = now, itertools.count(next_seq)
+    cores.log += log
+    cores.t, cores.next_t, cores.stale = cores_t, INF, False
+    for i in tasks.used_streams:
+        streams[i].last_end = last_end[i]
+    for ev, i in tasks.last_record.items():
+        events[ev].record_task = made[i]
+    dev._launches += map(_new_launch, repeat(HostLaunch), zip(made, repeat(start), repeat(end)))
+    if sim.now > dev._host_t:   # ``synchronize_device``
+        dev._host_t = sim.now
+    return steps
+
+
+def _peek_execute(dev: Device) -> tuple[float, float]:
+    """The model execute's (start, end) the first launch would stamp (``_model_execute``)."""
+    return dev._host_t, dev._host_t + dev.profile.launch_cost_us
+
+
+def _device_tasks(tasks: GraphTasks, streams: Sequence[Stream], events: Mapping[int, Event], enqueue: float,
+                  seq: list[int], starts: list[float], ends: list[float], readies: list[float], maxc: list[int],
+                  pools: list[str], block_us: list[float], block_bytes: list[float]) -> list[DeviceTask]:
+    """The run's DeviceTasks in launch order, each made once with its final fields (the
+    positional order of ``DeviceTask``'s fields)."""
+    n = tasks.n
+    metas, names = list(tasks.metas), list(tasks.names)
+    evs: list[Any] = [None] * n
+    for i in tasks.event_pos:   # an event task's meta is its own; its name has the device event's id
+        metas[i] = {"task": metas[i]}
+        ev = events[tasks.event[i]]
+        if tasks.kinds[i] == RECORD:
+            evs[i], names[i] = ev, f"record e{ev.id}"
+        else:
+            names[i] = f"wait e{ev.id}"
+    kinds = [("kernel", "record", "wait")[k] for k in tasks.kinds]
+    made = list(starmap(DeviceTask, zip(
+        kinds, map(streams.__getitem__, tasks.stream), names, tasks.units, tasks.block_dims, tasks.flops,
+        tasks.bytes, tasks.dtypes, repeat("d2d"), evs, repeat(None), repeat(None), metas, repeat(()), repeat(()),
+        seq, repeat(enqueue), starts, ends, repeat(0), repeat(0), block_us, block_bytes, readies, repeat(None),
+        maxc, repeat(None), pools)))
+    for i in tasks.event_pos:
+        if tasks.kinds[i] == WAIT:
+            made[i].event = EventSnapshot(made[tasks.wait_rec[i]])
+    return made
