@@ -38,7 +38,6 @@ from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device
 from graphexec.runtime.launch import launch_all
 from graphexec.runtime.profiles import DeviceProfile
-from graphexec.runtime.sim_core import GraphTasks
 from graphexec.runtime.stream import Stream
 
 REGIONS = ("weight", "io", "activation")
@@ -116,7 +115,6 @@ class Compiled:
         self._log_starts = [partial(self._log.setdefault, i, ~i) for i in range(len(self._kernels))]
         self._log_end = cast("Callable[[Any], None]", self._log.setdefault)
         self._needs: object = _UNKNOWN     # needs_values, once known
-        self._graph_tasks: object = _UNKNOWN   # what the compiled event loop reads (``_run_on_core``), once known
         self._prepare()
         plan = self.memory_plan
         self.activation_sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None
@@ -126,6 +124,11 @@ class Compiled:
         self.stats_plan = None if self.controls else StatsPlan(self._kernels, self._index, self.activation_sizes,
                                                                 self.tasks.root, self.profile)
         self._regions = None if self.controls else dict(self.memory_plan.region_bytes)
+        # the launch order as the compiled event loop reads it (``_run_on_core``), with this
+        # device's costs: loaded with the model, as the real runtime loads a graph's tasks
+        self._graph_tasks = None if self.controls else graph_tasks(self.schedule, self._metas)
+        if self._graph_tasks is not None:
+            self._graph_tasks.costs(self.device.sim)
 
     def _prepare(self) -> None:
         """What every run shares, worked out once: where each value lives and a view of
@@ -320,9 +323,7 @@ class Compiled:
         where it applies: a tape-logged run of a plan with no control flow; else None."""
         if ctx.log is None or self.controls or ctx.prefix or not sim_core.CORE:
             return None
-        if self._graph_tasks is _UNKNOWN:
-            self._graph_tasks = graph_tasks(self.schedule, self._metas)
-        tasks = cast("GraphTasks | None", self._graph_tasks)
+        tasks = self._graph_tasks
         if tasks is None:
             return None
         return sim_core.run_graph(ctx.device, [ctx.streams[i] for i in range(len(ctx.streams))], ctx.events, tasks)
