@@ -13,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -613,7 +614,119 @@ done:
     return result;
 }
 
+/* ---- objects from columns ---------------------------------------------------------------- */
+static PyObject *column_item(PyObject *col, int is_column, Py_ssize_t i) {   /* borrowed */
+    return is_column ? PyList_GET_ITEM(col, i) : col;
+}
+
+static int check_columns(PyObject *columns, PyObject *flags, Py_ssize_t *n) {
+    Py_ssize_t k = PyTuple_GET_SIZE(columns);
+    if (PyTuple_GET_SIZE(flags) != k) {
+        PyErr_SetString(PyExc_ValueError, "_simcore: one flag per column");
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < k; j++)
+        if (PyObject_IsTrue(PyTuple_GET_ITEM(flags, j))) {
+            PyObject *col = PyTuple_GET_ITEM(columns, j);
+            if (!PyList_Check(col) || PyList_GET_SIZE(col) != *n) {
+                PyErr_Format(PyExc_ValueError, "_simcore: column %zd is not a list of %zd", j, *n);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+/* instances(cls, members, columns, flags, n): n new ``cls`` objects (a class with
+ * ``__slots__``, no ``__init__`` run), member j of object i set to columns[j][i] (a list)
+ * or to columns[j] (flags[j] false: the same object for all). What the dataclass's
+ * ``__init__`` does with the same values, with no Python frame per object. */
+static PyObject *instances(PyObject *self, PyObject *args) {
+    (void)self;
+    PyTypeObject *cls;
+    PyObject *members, *columns, *flags;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!n", &PyType_Type, &cls, &PyTuple_Type, &members, &PyTuple_Type, &columns,
+                          &PyTuple_Type, &flags, &n))
+        return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(members);
+    if (PyTuple_GET_SIZE(columns) != k || !check_columns(columns, flags, &n)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_simcore.instances: one column per member");
+        return NULL;
+    }
+    Py_ssize_t *offsets = PyMem_Malloc((k ? k : 1) * sizeof(Py_ssize_t));
+    int *is_col = PyMem_Malloc((k ? k : 1) * sizeof(int));
+    PyObject *out = NULL;
+    if (!offsets || !is_col) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *d = PyTuple_GET_ITEM(members, j);
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_common.d_type != cls
+            || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "_simcore.instances: member %zd is not a slot of %s", j, cls->tp_name);
+            goto done;
+        }
+        offsets[j] = ((PyMemberDescrObject *)d)->d_member->offset;
+        is_col[j] = PyObject_IsTrue(PyTuple_GET_ITEM(flags, j));
+    }
+    out = PyList_New(n);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = cls->tp_alloc(cls, 0);   /* zeroed: every slot unset */
+        if (!o) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *v = column_item(PyTuple_GET_ITEM(columns, j), is_col[j], i);
+            Py_INCREF(v);
+            *(PyObject **)((char *)o + offsets[j]) = v;
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+done:
+    PyMem_Free(offsets);
+    PyMem_Free(is_col);
+    return out;
+}
+
+/* tuples(cls, columns, flags, n): n new ``cls`` tuples (a tuple subclass such as a
+ * NamedTuple), item j of tuple i from its column, as ``tuple.__new__(cls, ...)`` makes them. */
+static PyObject *tuples(PyObject *self, PyObject *args) {
+    (void)self;
+    PyTypeObject *cls;
+    PyObject *columns, *flags;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!O!O!n", &PyType_Type, &cls, &PyTuple_Type, &columns, &PyTuple_Type, &flags, &n))
+        return NULL;
+    if (!PyType_IsSubtype(cls, &PyTuple_Type)) {
+        PyErr_Format(PyExc_TypeError, "_simcore.tuples: %s is not a tuple type", cls->tp_name);
+        return NULL;
+    }
+    if (!check_columns(columns, flags, &n)) return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(columns);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = cls->tp_alloc(cls, k);
+        if (!o) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *v = column_item(PyTuple_GET_ITEM(columns, j), PyObject_IsTrue(PyTuple_GET_ITEM(flags, j)), i);
+            Py_INCREF(v);
+            PyTuple_SET_ITEM(o, j, v);
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"instances", instances, METH_VARARGS, "instances(cls, members, columns, flags, n) -> list of n cls objects."},
+    {"tuples", tuples, METH_VARARGS, "tuples(cls, columns, flags, n) -> list of n cls tuples."},
     {"run", run, METH_VARARGS,
      "run(kind, stream, pool, nblocks, block_us, block_bytes, wait_rec, kidx, prio, rank, free, pool_names, "
      "bw, overhead, enqueue, now, cores_t, seq0) -> (status, seq, start, ready, end, max_cores, finished, "

@@ -14,10 +14,11 @@ returns None and the caller launches task by task.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from array import array
-from itertools import repeat, starmap
+from itertools import repeat
 from typing import Any, Mapping, Sequence
 
 from graphexec.runtime.core_pools import INF
@@ -33,8 +34,12 @@ except ImportError:   # built without a C compiler: the Python loop runs every g
 
 CORE = _simcore is not None   # False: every run goes through the Python loop
 KERNEL, RECORD, WAIT = 0, 1, 2
-_new_launch = tuple.__new__
 # per profile: pool names, each task's pool index, blocks' time and bytes (C columns), pool names, times, bytes
+# DeviceTask's slots in field order, and which of ``_device_tasks``' columns are lists (the rest: one value)
+_MEMBERS = tuple(DeviceTask.__dict__[f.name] for f in dataclasses.fields(DeviceTask))
+_ONE = {"copy_kind", "start_fn", "end_fn", "reads", "writes", "enqueue_t", "blocks_left", "blocks_running", "result",
+        "driver"}
+_COLUMN = tuple(f.name not in _ONE for f in dataclasses.fields(DeviceTask))
 Costs = tuple[tuple[str, ...], array, array, array, list[str], list[float], list[float]]
 
 
@@ -48,19 +53,33 @@ class GraphTasks:
 
     def __init__(self, entries: Sequence[tuple[int, int, str, str, int, Any, Any, str, Any, int]]) -> None:
         self.n = len(entries)
-        cols = list(zip(*entries)) if entries else [()] * 10
+        cols = [list(c) for c in zip(*entries)] if entries else [[] for _ in range(10)]
         self.kinds = bytes(cols[0])
+        self.kind_names = [("kernel", "record", "wait")[k] for k in self.kinds]
         self.stream = array("i", cols[1])
         self.names, self.units, self.block_dims = cols[2], cols[3], cols[4]
         self.flops, self.bytes, self.dtypes, self.metas, self.event = cols[5], cols[6], cols[7], cols[8], cols[9]
         self.nblocks = array("q", (d if d > 1 else 1 for d in self.block_dims))
-        self.kidx = array("i", itertools.accumulate((k == KERNEL for k in self.kinds), initial=0))[:-1]
-        self.kidx = array("i", (i if k == KERNEL else -1 for i, k in zip(self.kidx, self.kinds)))
         self.kernel_pos = [i for i, k in enumerate(self.kinds) if k == KERNEL]
         self.event_pos = [i for i, k in enumerate(self.kinds) if k != KERNEL]
+        self.kidx = array("i", repeat(-1, self.n))   # a kernel's index in the tape (kernels in launch order)
+        for k, i in enumerate(self.kernel_pos):
+            self.kidx[i] = k
         self.wait_rec, self.last_record, self.bound = self._bind()
+        self.waits = [(i, self.wait_rec[i]) for i in self.event_pos if self.kinds[i] == WAIT]
         self.used_streams = sorted(set(self.stream))
         self._per_profile: dict[int, Any] = {}
+        self._named: tuple[tuple[int, ...], list[str]] = ((), self.names)   # event ids -> names (``names_for``)
+
+    def names_for(self, events: Mapping[int, Event]) -> list[str]:
+        """Task names, an event task's with its device event's id (the same from run to run)."""
+        ids = tuple(events[i].id for i in range(len(events)))
+        if ids != self._named[0]:
+            names = list(self.names)
+            for i in self.event_pos:
+                names[i] = f"{self.kind_names[i]} e{ids[self.event[i]]}"
+            self._named = (ids, names)
+        return self._named[1]
 
     def _bind(self) -> tuple[array, dict[int, int], bool]:
         """Each wait's record (the newest of its event launched before it), each event's
@@ -164,7 +183,7 @@ def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event
         streams[i].last_end = last_end[i]
     for ev, i in tasks.last_record.items():
         events[ev].record_task = made[i]
-    dev._launches += map(_new_launch, repeat(HostLaunch), zip(made, repeat(start), repeat(end)))
+    dev._launches += _simcore.tuples(HostLaunch, (made, start, end), (True, False, False), tasks.n)
     if sim.now > dev._host_t:   # ``synchronize_device``
         dev._host_t = sim.now
     return steps
@@ -178,25 +197,19 @@ def _peek_execute(dev: Device) -> tuple[float, float]:
 def _device_tasks(tasks: GraphTasks, streams: Sequence[Stream], events: Mapping[int, Event], enqueue: float,
                   seq: list[int], starts: list[float], ends: list[float], readies: list[float], maxc: list[int],
                   pools: list[str], block_us: list[float], block_bytes: list[float]) -> list[DeviceTask]:
-    """The run's DeviceTasks in launch order, each made once with its final fields (the
-    positional order of ``DeviceTask``'s fields)."""
-    n = tasks.n
-    metas, names = list(tasks.metas), list(tasks.names)
-    evs: list[Any] = [None] * n
-    for i in tasks.event_pos:   # an event task's meta is its own; its name has the device event's id
-        metas[i] = {"task": metas[i]}
-        ev = events[tasks.event[i]]
-        if tasks.kinds[i] == RECORD:
-            evs[i], names[i] = ev, f"record e{ev.id}"
-        else:
-            names[i] = f"wait e{ev.id}"
-    kinds = [("kernel", "record", "wait")[k] for k in tasks.kinds]
-    made = list(starmap(DeviceTask, zip(
-        kinds, map(streams.__getitem__, tasks.stream), names, tasks.units, tasks.block_dims, tasks.flops,
-        tasks.bytes, tasks.dtypes, repeat("d2d"), evs, repeat(None), repeat(None), metas, repeat(()), repeat(()),
-        seq, repeat(enqueue), starts, ends, repeat(0), repeat(0), block_us, block_bytes, readies, repeat(None),
-        maxc, repeat(None), pools)))
+    """The run's DeviceTasks in launch order, each made with its final fields by the C
+    module from columns (what ``DeviceTask(...)`` with the same values makes, without a
+    Python frame per task); an event task gets its own meta dict, a wait its snapshot."""
+    metas: list[Any] = list(tasks.metas)
+    evs: list[Any] = [None] * tasks.n
     for i in tasks.event_pos:
-        if tasks.kinds[i] == WAIT:
-            made[i].event = EventSnapshot(made[tasks.wait_rec[i]])
+        metas[i] = {"task": metas[i]}
+        if tasks.kinds[i] == RECORD:
+            evs[i] = events[tasks.event[i]]
+    columns = (tasks.kind_names, list(map(streams.__getitem__, tasks.stream)), tasks.names_for(events), tasks.units,
+               tasks.block_dims, tasks.flops, tasks.bytes, tasks.dtypes, "d2d", evs, None, None, metas, (), (), seq,
+               enqueue, starts, ends, 0, 0, block_us, block_bytes, readies, None, maxc, None, pools)
+    made: list[DeviceTask] = _simcore.instances(DeviceTask, _MEMBERS, columns, _COLUMN, tasks.n)
+    for i, rec in tasks.waits:
+        made[i].event = EventSnapshot(made[rec])
     return made
