@@ -11,18 +11,30 @@ arrays and numpy does the rest. Every number is the plain passes' bit for bit: s
 ``np.cumsum`` (sequential, in the plain loop's order: finish order for the utilization,
 time order for the queue-depth area, from the same 0.0), min, max, sorts and integer
 sums are exact in any order, and the few sums Python's ``sum`` makes are made by it.
+
+A run of up to ``WALK_MAX`` tasks (kernels, event records and waits) takes
+``StatsPlan.walk`` instead: one Python walk over the finished tasks doing the plain
+passes' operations in their order on the plan's per-kernel tuples. A timing-only run is
+timed right after a compile, with the caches cold: then each numpy call, each extra
+pass and each plan object read costs several times its warm price, and one walk that
+reads a task once and a kernel's plan tuple once is the cheapest below a few hundred
+tasks (measured in the first ``simulate`` of fresh sessions).
 """
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
 
 from graphexec.engine.metrics import Utilization, _shares, _Sums
 from graphexec.profiling.counters import RunMetrics, _empty_time
+from graphexec.profiling.counters import _area_peak as _series_area_peak
 
 MIN_TASKS = 64   # fewer finished tasks: the plain passes cost less than numpy's calls (measured: 48-90)
+WALK_MAX = 300   # finished tasks up to which ``StatsPlan.walk`` runs (more: the array passes; measured 260-500)
+_NO_QUEUE: RunMetrics = {"mean_queue_depth": 0.0, "max_queue_depth": 0, "device_idle_us": 0.0, "host_wait_us": 0.0}
 
 
 class StatsPlan:
@@ -60,6 +72,83 @@ class StatsPlan:
         kept = [(slot[r], i) for r, i in readers if r in slot]   # a tensor no kernel writes never lives
         self.r_root = np.array([r for r, _ in kept], dtype=np.intp)
         self.r_kernel = np.array([i for _, i in kept], dtype=np.intp)
+        # for ``walk``, by launch index: the sum a kernel adds its work to (0 cube, 1 vector,
+        # 2 none), its work and bytes, the roots (slots) it writes and the written ones it
+        # reads; ``by_id`` finds a kernel's launch index by its Task object
+        self.by_id = {id(k): i for i, k in enumerate(kernels)}
+        self.info = [(0 if k.unit == "cube" else 1 if k.unit == "vector" else 2, w, b,
+                      tuple(dict.fromkeys(slot[r] for r in map(root, k.writes) if r in slot)),
+                      tuple(slot[r] for r in map(root, k.reads) if r in slot))
+                     for k, w, b in zip(kernels, self.work.tolist(), self.bytes.tolist())]
+        self.sizes_l = self.sizes.tolist()
+
+    def walk(self, finished: list[Any], profile: Any) -> tuple[Any, ...] | None:
+        """``make_stats``' numbers (makespan, kernel counts, utilization, live peak, queue
+        metrics) of a run whose finished tasks are this plan's kernels, each once, and event
+        records and waits, all started, in one walk over them (see the module doc); None
+        for any other run (the caller takes the passes)."""
+        by_id, info = self.by_id, self.info
+        first: list[Any] = [None] * len(self.roots)
+        last: list[Any] = [None] * len(self.roots)
+        seen = bytearray(self.n)
+        sums = [0.0, 0.0, 0.0]
+        net: dict[float, float] = {}
+        get = net.get
+        start: list[float] = []
+        end: list[float] = []
+        moved, lo, hi = 0.0, float("inf"), float("-inf")
+        for t in finished:
+            s, e, q = t.start_t, t.end_t, t.enqueue_t
+            if s is None:
+                return None
+            net[q] = get(q, 0.0) + 1.0
+            net[e] = get(e, 0.0) - 1.0
+            kind = t.kind
+            if kind != "kernel":
+                if kind != "record" and kind != "wait":
+                    return None
+                continue
+            i = by_id.get(id(t.meta.get("task")))
+            if i is None or seen[i]:
+                return None
+            seen[i] = 1
+            start.append(s)
+            end.append(e)
+            if s < lo:
+                lo = s
+            if e > hi:
+                hi = e
+            u, w, b, ws, rs = info[i]
+            sums[u] += w
+            moved += b
+            for j in ws:
+                f = first[j]
+                if f is None:
+                    first[j], last[j] = s, e
+                    continue
+                if s < f:
+                    first[j] = s
+                if e > last[j]:
+                    last[j] = e
+            for j in rs:
+                f = last[j]
+                if f is not None and e > f:
+                    last[j] = e
+        if len(start) != self.n:
+            return None
+        makespan = hi - lo if hi >= lo else 0.0
+        acc = _Sums(profile)
+        acc.work["cube"], acc.work["vector"], acc.moved = sums[0], sums[1], moved
+        size = self.sizes_l
+        points = sorted([(f, 1, size[j]) for j, f in enumerate(first) if f is not None]
+                        + [(f, 0, -size[j]) for j, f in enumerate(last) if f is not None])
+        live = peak = 0
+        for _, _, d in points:
+            live += d
+            if live > peak:
+                peak = live
+        return (makespan, (self.n - self.num_aicpu, self.num_aicpu), _shares(acc, None, profile, makespan), peak,
+                _queue(start, end, lo, hi, net))
 
     def order(self, kernels: list[Any]) -> np.ndarray | None:
         """Launch indices of ``kernels`` (the run's finished kernel tasks, in finish order),
@@ -178,3 +267,27 @@ def _area_peak(times: np.ndarray, levels: np.ndarray, lo: float, hi: float) -> t
     v_before = np.concatenate([[v0], vs[:-1]])
     area = _fold(v_before * (ts - t_before))
     return area + float(vs[-1]) * (hi - float(ts[-1])), max(v0, float(vs.max()))
+
+
+def _queue(start: list[float], end: list[float], lo: float, hi: float, net: dict[float, float]) -> RunMetrics:
+    """``counters.run_metrics`` of a run whose device work is the kernels of ``start``/``end``
+    (``lo``/``hi`` their window), ``net`` the queue-depth change at each time
+    (``counters.total_depth``'s, made in the same order)."""
+    if hi <= lo:
+        return dict(_NO_QUEUE)   # type: ignore[return-value]
+    times = sorted(net)
+    series = list(zip(times, accumulate(map(net.__getitem__, times))))
+    area, peak = _series_area_peak(series, lo, hi)
+    order = iter(sorted(range(len(start)), key=start.__getitem__))   # ``counters._gaps``: holes in the busy spans
+    gaps = []
+    reach = end[next(order)]
+    for k in order:
+        s, e = start[k], end[k]
+        if s > reach:
+            gaps.append((reach, s))
+            reach = e
+        elif e > reach:
+            reach = e
+    return {"mean_queue_depth": area / (hi - lo), "max_queue_depth": int(peak),
+            "device_idle_us": sum(b - a for a, b in gaps),
+            "host_wait_us": sum(_empty_time(series, a, b) for a, b in gaps)}

@@ -102,7 +102,7 @@ class Session:
         if self.multi is not None:
             self._last = self.multi.compile(feeds)
             return self._last
-        if feeds is not None and not isinstance(feeds, Mapping):   # before feeds_key reads its items
+        if feeds is not None and type(feeds) is not dict and not isinstance(feeds, Mapping):   # before feeds_key
             raise FeedError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
         seen = feeds_key(feeds) if feeds is not None else None
         compiled = self._seen.get(seen) if seen is not None else None
@@ -132,7 +132,7 @@ class Session:
             result = self.multi.run(feeds)
             self._last = self.multi.compile(feeds)
             return result
-        compiled = self.compile(feeds)
+        compiled = self._compile(feeds)   # the lock is held
         if self.threads > 1 and self._workers is None:
             self._workers = Workers(self.threads)
             weakref.finalize(self, self._workers.pool.shutdown, wait=False)
@@ -163,7 +163,7 @@ class Session:
             result = simulate_cards(self.multi, run_feeds) if why is None else computed(self.multi.run(run_feeds), why)
             self._last = self.multi.compile(run_feeds)
             return result
-        compiled = self.compile(run_feeds)
+        compiled = self._compile(run_feeds)   # the lock is held
         why = compiled.needs_values
         if why is None:
             return compiled.run(run_feeds, compute=False)
