@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from graphexec._limits import collect_due
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
 from graphexec.engine.feed_values import as_feeds
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
@@ -113,6 +114,7 @@ class Session:
             if compiled is None:
                 opts = replace(self.options, input_types=types)
                 compiled = self._cache[key] = compile_graph(clone_graph(self.graph), opts, self.profile)
+                collect_due()   # the compile's young objects are walked here, not at the next run's start
             if seen is not None:
                 self._seen[seen] = compiled
         self._last = compiled

@@ -1,0 +1,84 @@
+"""``_limits.collect_due``: the collection a paused stretch made due runs when a compile
+ends, not at the start of the run after it, and the collector's settings stay as they
+were. Collections are told apart by a marker the test sets around each step (setting it
+allocates nothing, so the marker names the step whose allocation set the collection off)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import onnx
+import pytest
+
+import graphexec as gx
+from graphexec._limits import collect_due
+from graphexec.engine.feeds import default_feeds
+
+LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
+STEP = ["-"]
+
+
+@pytest.fixture
+def collections():
+    """(step, generation) of each collection while the test runs, the collector on."""
+    seen: list[tuple[str, int]] = []
+
+    def note(phase, info):
+        if phase == "start":
+            seen.append((STEP[0], info["generation"]))
+
+    was, threshold = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    gc.collect()
+    gc.callbacks.append(note)
+    yield seen
+    gc.callbacks.remove(note)
+    gc.set_threshold(*threshold)
+    if not was:
+        gc.disable()
+
+
+def _young(n):
+    """n tracked objects made with the collector off: its count passes the threshold unseen."""
+    gc.disable()
+    made = [[i] for i in range(n)]
+    gc.enable()
+    return made
+
+
+def test_a_due_collection_runs_inside_and_settings_stay(collections):
+    threshold = gc.get_threshold()
+    keep = _young(threshold[0] + 50)
+    STEP[0] = "collect_due"
+    collect_due()
+    STEP[0] = "-"
+    assert [step for step, _ in collections] == ["collect_due"]
+    assert gc.get_threshold() == threshold and gc.isenabled()
+    del keep
+
+
+def test_nothing_runs_when_nothing_is_due_or_the_collector_is_off(collections):
+    keep = _young(10)
+    STEP[0] = "collect_due"
+    collect_due()
+    keep += _young(gc.get_threshold()[0] + 50)
+    gc.disable()
+    collect_due()
+    STEP[0] = "-"
+    assert collections == [] and not gc.isenabled()
+    gc.enable()
+
+
+@pytest.mark.parametrize("path", LIGHT[:2], ids=[p.stem[6:] for p in LIGHT[:2]])
+def test_a_compile_leaves_no_collection_to_the_first_run(path, collections):
+    graph = gx.load(path)
+    feeds = default_feeds(graph)
+    session = gx.Session(graph, streams=4)
+    STEP[0] = "compile"
+    session.compile(feeds)
+    STEP[0] = "simulate"
+    session.simulate(feeds)
+    STEP[0] = "-"
+    assert any(step == "compile" for step, _ in collections), collections   # the compile walks its objects
+    assert not any(step == "simulate" for step, _ in collections)
