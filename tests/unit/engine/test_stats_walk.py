@@ -33,7 +33,7 @@ def _plain(compiled):
 
 
 @pytest.mark.parametrize("path", LIGHT, ids=[p.stem[6:] for p in LIGHT])
-def test_stats_of_real_runs_are_the_plain_passes(path, monkeypatch):
+def test_stats_of_real_runs_are_the_plain_passes_and_the_array_passes(path, monkeypatch):
     monkeypatch.setattr(run_stats, "WALK_MAX", 1 << 30)   # every size, the large ones too
     graph = gx.load(path)
     feeds = default_feeds(graph)
@@ -42,7 +42,12 @@ def test_stats_of_real_runs_are_the_plain_passes(path, monkeypatch):
         compiled = session.compile(feeds)
         result = session.simulate(feeds)
         assert compiled.stats_plan.walk(compiled.device.sim.finished, compiled.profile) is not None
-        assert repr(make_stats(compiled, compiled.device)) == repr(_plain(compiled)) == repr(result.stats)
+        walked = make_stats(compiled, compiled.device)
+        with monkeypatch.context() as m:   # the array passes, which runs walk takes no longer reach
+            m.setattr(run_stats, "WALK_MAX", -1)
+            m.setattr(run_stats, "MIN_TASKS", 0)
+            arrays = make_stats(compiled, compiled.device)
+        assert repr(walked) == repr(arrays) == repr(_plain(compiled)) == repr(result.stats)
 
 
 def _run(rng, kernels):
