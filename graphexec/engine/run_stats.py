@@ -108,8 +108,8 @@ class StatsPlan:
                 if kind != "record" and kind != "wait":
                     return None
                 continue
-            i = by_id.get(id(t.meta.get("task")))
-            if i is None or seen[i]:
+            i = by_id.get(id(t.meta.get("task")), -1)   # -1: not a kernel of this plan
+            if i < 0 or seen[i]:
                 return None
             seen[i] = 1
             start.append(s)
@@ -139,16 +139,8 @@ class StatsPlan:
         makespan = hi - lo if hi >= lo else 0.0
         acc = _Sums(profile)
         acc.work["cube"], acc.work["vector"], acc.moved = sums[0], sums[1], moved
-        size = self.sizes_l
-        points = sorted([(f, 1, size[j]) for j, f in enumerate(first) if f is not None]
-                        + [(f, 0, -size[j]) for j, f in enumerate(last) if f is not None])
-        live = peak = 0
-        for _, _, d in points:
-            live += d
-            if live > peak:
-                peak = live
-        return (makespan, (self.n - self.num_aicpu, self.num_aicpu), _shares(acc, None, profile, makespan), peak,
-                _queue(start, end, lo, hi, net))
+        return (makespan, (self.n - self.num_aicpu, self.num_aicpu), _shares(acc, None, profile, makespan),
+                _peak(first, last, self.sizes_l), _queue(start, end, lo, hi, net))
 
     def order(self, kernels: list[Any]) -> np.ndarray | None:
         """Launch indices of ``kernels`` (the run's finished kernel tasks, in finish order),
@@ -267,6 +259,18 @@ def _area_peak(times: np.ndarray, levels: np.ndarray, lo: float, hi: float) -> t
     v_before = np.concatenate([[v0], vs[:-1]])
     area = _fold(v_before * (ts - t_before))
     return area + float(vs[-1]) * (hi - float(ts[-1])), max(v0, float(vs.max()))
+
+
+def _peak(first: list[Any], last: list[Any], size: list[int]) -> int:
+    """``metrics._peak`` of the slots' spans (None: a slot no kernel wrote)."""
+    points = sorted([(f, 1, size[j]) for j, f in enumerate(first) if f is not None]
+                    + [(f, 0, -size[j]) for j, f in enumerate(last) if f is not None])
+    live = peak = 0
+    for _, _, d in points:
+        live += d
+        if live > peak:
+            peak = live
+    return peak
 
 
 def _queue(start: list[float], end: list[float], lo: float, hi: float, net: dict[float, float]) -> RunMetrics:
