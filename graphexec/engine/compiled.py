@@ -12,7 +12,6 @@ import numpy as np
 
 from graphexec._limits import gc_paused
 from graphexec.engine.control import controllers
-from graphexec.engine.core_tasks import graph_tasks
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
@@ -36,7 +35,7 @@ from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph, Task
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device
-from graphexec.runtime.launch import launch_all
+from graphexec.runtime.launch import graph_tasks, launch_all
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.stream import Stream
 

@@ -9,10 +9,11 @@ to attach the kernel's math and the hazard checker's byte ranges.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import AnyTask, EventTask, Task, TaskKind
+from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device, HostLaunch
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.sim import DeviceTask
@@ -110,14 +111,45 @@ def simulate_times(schedule: Schedule, profile: DeviceProfile,
     ctx = LaunchContext(device=dev, stream_of=schedule.stream_of)
     ctx.streams = {0: dev.default_stream, **{i: dev.create_stream() for i in range(1, len(schedule.streams))}}
     ctx.events = {i: dev.create_event() for i in range(schedule.num_event_ids)}
+    tasks = graph_tasks(schedule) if graph_mode and sim_core.CORE else None
+    if tasks is not None:   # the compiled loop, its times alone (no DeviceTask is made)
+        seen = sim_core.graph_times(dev, [ctx.streams[i] for i in range(len(ctx.streams))], tasks)
+        if seen is not None:
+            return _span({tasks.metas[i].id: times for i, times in seen.items()})
     launch_all(ctx, schedule.order)
     dev.synchronize_device()
     # a finished task has both times (the simulator sets start_t, then end_t)
     times = cast("dict[int, tuple[float, float]]",
                  {t.meta["task"].id: (t.start_t, t.end_t) for t in dev.sim.finished if t.kind == "kernel"})
+    return _span(times)
+
+
+def _span(times: dict[int, tuple[float, float]]) -> tuple[float, dict[int, tuple[float, float]]]:
     if not times:
         return 0.0, {}
     return max(e for _, e in times.values()) - min(s for s, _ in times.values()), times
+
+
+_CORE_KINDS = {TaskKind.KERNEL: sim_core.KERNEL, TaskKind.AICPU: sim_core.KERNEL,
+               TaskKind.EVENT_RECORD: sim_core.RECORD, TaskKind.EVENT_WAIT: sim_core.WAIT}
+
+
+def graph_tasks(schedule: Schedule, metas: Mapping[int, Any] | None = None) -> sim_core.GraphTasks | None:
+    """The schedule's tasks in launch order as the compiled loop reads them, each as
+    ``launch_all`` launches it (a kernel's meta from ``metas``, else its plan task); None
+    for a plan with control flow (its switches launch bodies: the Python loop runs those)."""
+    entries = []
+    stream_of = schedule.stream_of
+    for task in schedule.order:
+        kind = _CORE_KINDS.get(task.kind)
+        if kind is None:
+            return None
+        if isinstance(task, Task):
+            entries.append((kind, stream_of[task.id], task.name, task.unit, task.block_dim, task.flops, task.bytes,
+                            task.dtype, task if metas is None else metas[task.id], -1))
+        else:
+            entries.append((kind, task.stream, "", "", 1, 0.0, 0.0, "float16", task, task.event))
+    return sim_core.GraphTasks(entries)
 
 
 def simulate_makespan(schedule: Schedule, profile: DeviceProfile, graph_mode: bool = True) -> float:

@@ -146,35 +146,54 @@ def idle_for_graph(dev: Device, streams: Sequence[Stream]) -> bool:
     return all(s.core_limit is None and not s.destroyed and s.active is None and not s.queue for s in streams)
 
 
-def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event],
-              tasks: GraphTasks) -> list[int] | None:
-    """Launch ``tasks`` in graph mode and synchronize the device, as ``launch_all`` then
-    ``synchronize_device`` would; the tape's steps (kernel ``i``'s start, ``~i`` its end).
-    None, with nothing changed, where the C loop cannot run it (the caller launches)."""
+def _run(dev: Device, streams: Sequence[Stream], tasks: GraphTasks) -> tuple[Any, Costs] | None:
+    """The C loop's run of ``tasks`` launched now in graph mode (its output tuple, see
+    ``_simcore.run``), changing nothing; None where it cannot run them or Python would
+    fail (stalled, a division by zero: the Python loop then runs and fails as it does)."""
     if not tasks.n or not tasks.bound or not idle_for_graph(dev, streams):
         return None
     sim = dev._sim
     costs = tasks.costs(sim)
     if costs is None:
         return None
-    names, pool, bu, bb, pools, block_us, block_bytes = costs
+    names, pool, bu, bb = costs[:4]
     cores = sim.cores
     prio = array("q", (s.priority for s in streams))
     order = sorted(range(len(streams)), key=lambda i: (streams[i].priority, streams[i].id))
     rank = array("i", repeat(0, len(streams)))
     for r, i in enumerate(order):
         rank[i] = r
-    start, end = dev._execute or _peek_execute(dev)
+    end = (dev._execute or _peek_execute(dev))[1]
     seq0 = next(sim._seq)
     out = _simcore.run(tasks.kinds, tasks.stream, pool, tasks.nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
                        prio, rank, array("q", (cores.free[p] for p in names)), names, cores.bw,
                        sim._overhead, end, sim.now, cores.t, seq0)
-    status = out[0]
     sim._seq = itertools.count(seq0)   # as it was: the Python loop draws them again if it runs
-    if status:   # stalled or a division by zero: the Python loop runs it and fails as it does
+    return None if out[0] else (out, costs)
+
+
+def graph_times(dev: Device, streams: Sequence[Stream], tasks: GraphTasks) -> dict[int, tuple[float, float]] | None:
+    """Each kernel's (start, end) by launch index, in the order they finished, of ``tasks``
+    launched now in graph mode, the device left as it was (a what-if simulation needs the
+    times alone); None where the C loop cannot run them."""
+    ran = _run(dev, streams, tasks)
+    if ran is None:
         return None
-    if dev._execute is None:
-        dev._model_execute()
+    starts, ends, kinds = ran[0][2], ran[0][4], tasks.kinds
+    return {i: (starts[i], ends[i]) for i in ran[0][6] if kinds[i] == KERNEL}
+
+
+def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event],
+              tasks: GraphTasks) -> list[int] | None:
+    """Launch ``tasks`` in graph mode and synchronize the device, as ``launch_all`` then
+    ``synchronize_device`` would; the tape's steps (kernel ``i``'s start, ``~i`` its end).
+    None, with nothing changed, where the C loop cannot run it (the caller launches)."""
+    ran = _run(dev, streams, tasks)
+    if ran is None:
+        return None
+    out, (_, _, _, _, pools, block_us, block_bytes) = ran
+    start, end = dev._execute or dev._model_execute()
+    sim, cores = dev._sim, dev._sim.cores
     _, seq, starts, readies, ends, maxc, finished, steps, log, last_end, now, cores_t, next_seq = out
     made = _device_tasks(tasks, streams, events, end, seq, starts, ends, readies, maxc, pools, block_us,
                          block_bytes)

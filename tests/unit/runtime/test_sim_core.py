@@ -182,3 +182,21 @@ def test_sessions_match_with_the_core_off(monkeypatch, streams):
                           [(h.start, h.end) for h in r.run.launches],
                           {k: v.tobytes() for k, v in r.outputs.items()}) for r in runs])
         assert seen[0] == seen[1], path
+
+
+@needs_core
+@pytest.mark.parametrize("profile", ["ascend910", "ascend910b", "ascend310p"])
+def test_what_if_times_match_the_python_loop(monkeypatch, profile):
+    """``simulate_times`` (the ``auto`` search, joint memory planning, the diagnosis'
+    experiments) takes its times from the C loop: the same makespan and the same times,
+    in the same (finish) order."""
+    from graphexec.runtime.launch import simulate_times
+
+    for name in ("light_squeezenet", "light_inception_v1"):
+        schedule = gx.Session(gx.load(LIGHT / f"{name}.onnx"), streams=4).compile().schedule
+        seen = []
+        for core in (False, True):
+            monkeypatch.setattr(sim_core, "CORE", core)
+            span, times = simulate_times(schedule, load_profile(profile))
+            seen.append((span, list(times.items())))
+        assert seen[0] == seen[1]
