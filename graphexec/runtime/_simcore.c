@@ -737,4 +737,12 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_simcore",
                                     "The simulator's event loop in C (see runtime/sim_core.py).", -1, methods};
 
-PyMODINIT_FUNC PyInit__simcore(void) { return PyModule_Create(&module); }
+/* Bumped with every change of what the functions take or return (``sim_core.ABI``): a
+ * module built from an older source is then left unused rather than called wrongly. */
+#define ABI 1
+
+PyMODINIT_FUNC PyInit__simcore(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", ABI) < 0) Py_CLEAR(m);
+    return m;
+}
