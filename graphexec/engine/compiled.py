@@ -35,7 +35,7 @@ from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph, Task
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device
-from graphexec.runtime.launch import graph_tasks, launch_all
+from graphexec.runtime.launch import graph_tasks, launch_all, plain_handlers
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.stream import Stream
 
@@ -320,7 +320,7 @@ class Compiled:
     def _run_on_core(self, ctx: ExecContext) -> list[int] | None:
         """The same launch and synchronize by the compiled event loop (``runtime/sim_core.py``),
         where it applies: a tape-logged run of a plan with no control flow; else None."""
-        if ctx.log is None or self.controls or ctx.prefix or not sim_core.CORE:
+        if ctx.log is None or self.controls or ctx.prefix or not sim_core.CORE or not plain_handlers():
             return None
         tasks = self._graph_tasks
         if tasks is None:

@@ -542,10 +542,11 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.ct = ct;
     s.next_t = INFINITY;
     for (Py_ssize_t i = 0; i < n; i++)
-        if (s.stream[i] < 0 || s.stream[i] >= s.nstreams || (s.kind[i] == KERNEL && (s.pool[i] < 0 || s.pool[i] >= s.npools))
+        if (s.stream[i] < 0 || s.stream[i] >= s.nstreams
+            || (s.kind[i] == KERNEL && (s.pool[i] < 0 || s.pool[i] >= s.npools || s.nblocks[i] < 1))
             || (s.kind[i] == WAIT && (s.wait_rec[i] < 0 || s.wait_rec[i] >= n || s.kind[s.wait_rec[i]] != RECORD))
             || s.kind[i] > WAIT) {
-            PyErr_Format(PyExc_ValueError, "_simcore.run: task %zd names a stream, pool or record out of range", i);
+            PyErr_Format(PyExc_ValueError, "_simcore.run: task %zd names a stream, pool or record out of range, or has no block", i);
             goto done;
         }
     int ok = 1;
@@ -584,9 +585,10 @@ static PyObject *run(PyObject *self, PyObject *args) {
         if (s.qend[st] - s.qhead[st] == 1) push_timer(&s, enqueue, st);
     }
     int status = OK;
-    while (s.queued > 0 && !s.err) {
+    for (uint32_t k = 1; s.queued > 0 && !s.err; k++) {
         if (!step(&s)) status = STALLED;
         if (status != OK) break;
+        if (!(k & 0xFFFF) && PyErr_CheckSignals() < 0) goto done;   /* Ctrl-C: nothing was changed yet */
     }
     if (s.err) status = s.err;
     if (status == NO_MEMORY) {

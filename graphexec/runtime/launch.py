@@ -70,6 +70,12 @@ HANDLERS: dict[TaskKind, Callable[[LaunchContext, Any], None]] = {
 }
 
 
+def plain_handlers() -> bool:
+    """Whether the dispatch table maps kernels to ``_kernel`` (a test may replace it): only
+    then may a launch skip it (``launch_all``'s kernels, the compiled loop's whole graph)."""
+    return HANDLERS.get(TaskKind.KERNEL) is _kernel and HANDLERS.get(TaskKind.AICPU) is _kernel
+
+
 def launch_all(ctx: LaunchContext, order: Sequence[AnyTask]) -> None:
     """Launch every task through the dispatch table, in launch order.
 
@@ -78,7 +84,7 @@ def launch_all(ctx: LaunchContext, order: Sequence[AnyTask]) -> None:
     graph mode they also skip ``Device.launch``'s call and checks, which come to the same
     two steps for every kernel after the first (``Device.graph_launch``).
     """
-    if HANDLERS.get(TaskKind.KERNEL) is not _kernel or HANDLERS.get(TaskKind.AICPU) is not _kernel:
+    if not plain_handlers():
         for task in order:
             HANDLERS[task.kind](ctx, task)
         return
@@ -111,7 +117,7 @@ def simulate_times(schedule: Schedule, profile: DeviceProfile,
     ctx = LaunchContext(device=dev, stream_of=schedule.stream_of)
     ctx.streams = {0: dev.default_stream, **{i: dev.create_stream() for i in range(1, len(schedule.streams))}}
     ctx.events = {i: dev.create_event() for i in range(schedule.num_event_ids)}
-    tasks = graph_tasks(schedule) if graph_mode and sim_core.CORE else None
+    tasks = graph_tasks(schedule) if graph_mode and sim_core.CORE and plain_handlers() else None
     if tasks is not None:   # the compiled loop, its times alone (no DeviceTask is made)
         seen = sim_core.graph_times(dev, [ctx.streams[i] for i in range(len(ctx.streams))], tasks)
         if seen is not None:

@@ -168,10 +168,12 @@ def _run(dev: Device, streams: Sequence[Stream], tasks: GraphTasks) -> tuple[Any
         rank[i] = r
     end = (dev._execute or _peek_execute(dev))[1]
     seq0 = next(sim._seq)
-    out = _simcore.run(tasks.kinds, tasks.stream, pool, tasks.nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
-                       prio, rank, array("q", (cores.free[p] for p in names)), names, cores.bw,
-                       sim._overhead, end, sim.now, cores.t, seq0)
-    sim._seq = itertools.count(seq0)   # as it was: the Python loop draws them again if it runs
+    try:
+        out = _simcore.run(tasks.kinds, tasks.stream, pool, tasks.nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
+                           prio, rank, array("q", (cores.free[p] for p in names)), names, cores.bw,
+                           sim._overhead, end, sim.now, cores.t, seq0)
+    finally:   # as it was (a Ctrl-C too): the Python loop draws them again if it runs
+        sim._seq = itertools.count(seq0)
     return None if out[0] else (out, costs)
 
 

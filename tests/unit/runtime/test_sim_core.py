@@ -200,3 +200,59 @@ def test_what_if_times_match_the_python_loop(monkeypatch, profile):
             span, times = simulate_times(schedule, load_profile(profile))
             seen.append((span, list(times.items())))
         assert seen[0] == seen[1]
+
+
+@needs_core
+def test_bad_columns_are_refused_not_run():
+    """A kernel with no block (the C loop's cohorts would overrun) or a stream out of range:
+    a ValueError naming the task, before anything runs."""
+    for bad in ((KERNEL, 0, "k", "vector", 0, 1e6, 1e3, "float16", {}, -1),
+                (KERNEL, 3, "k", "vector", 1, 1e6, 1e3, "float16", {}, -1)):
+        tasks = GraphTasks([bad])
+        dev, streams, events = _device(load_profile("ascend910"), [0])
+        if bad[4] == 0:
+            tasks.costs(dev.sim)
+            tasks.nblocks[0] = 0   # GraphTasks itself gives such a kernel one block
+        with pytest.raises(ValueError, match="task 0"):
+            run_graph(dev, streams, events, tasks)
+
+
+@needs_core
+def test_a_signal_stops_a_long_run_and_changes_nothing():
+    """The C loop looks for signals every 65,536 steps: Ctrl-C (here an alarm's exception)
+    stops a long run as it stops the Python loop, and the device is as it was."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    def ring(*_: Any) -> None:
+        raise Alarm
+
+    entries = [(KERNEL, 0, f"k{i}", "vector", 65535, 1e3, 0.0, "float16", {}, -1) for i in range(4000)]
+    dev, streams, events = _device(load_profile("ascend910"), [0])
+    before = _everything(dev, streams, events)
+    old = signal.signal(signal.SIGALRM, ring)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Alarm):
+            run_graph(dev, streams, events, GraphTasks(entries))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert _everything(dev, streams, events) == before
+
+
+@needs_core
+def test_a_replaced_kernel_handler_is_called(monkeypatch):
+    """A dispatch table whose kernel entry was replaced (as tests do) is honoured: the run
+    launches through it and the Python loop, not the compiled one."""
+    from graphexec.plan import TaskKind
+    from graphexec.runtime import launch
+
+    seen = []
+    plain = launch.HANDLERS[TaskKind.KERNEL]
+    monkeypatch.setitem(launch.HANDLERS, TaskKind.KERNEL, lambda ctx, task: (seen.append(task.id), plain(ctx, task)))
+    session = gx.Session(gx.load(LIGHT / "light_squeezenet.onnx"), streams=2)
+    result = session.simulate()
+    assert len(seen) == result.stats.num_kernels > 0
