@@ -152,9 +152,14 @@ def _owners(root: Any, sizes: dict[str, int]) -> dict[str, str] | None:
 def _peak(first: dict[str, float], last: dict[str, float], sizes: dict[str, int]) -> int:
     """The most bytes live at once; within equal times ends (0) before starts (1), and the
     order inside a group cannot change the peak (all adds or all subtractions)."""
-    points = sorted([(s, 1, sizes[n]) for n, s in first.items()] + [(e, 0, -sizes[n]) for n, e in last.items()])
+    return peak_of([(s, 1, sizes[n]) for n, s in first.items()] + [(e, 0, -sizes[n]) for n, e in last.items()])
+
+
+def peak_of(points: list[tuple[float, int, int]]) -> int:
+    """The highest running sum of the deltas of (time, 0 end / 1 start, delta) points, in
+    (time, kind) order (``run_stats`` gives its own points)."""
     live = peak = 0
-    for _, _, delta in points:
+    for _, _, delta in sorted(points):
         live += delta
         if live > peak:
             peak = live

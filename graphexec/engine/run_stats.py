@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.engine.metrics import Utilization, _shares, _Sums
+from graphexec.engine.metrics import Utilization, _shares, _Sums, peak_of
 from graphexec.profiling.counters import RunMetrics, _empty_time
 from graphexec.profiling.counters import _area_peak as _series_area_peak
 
@@ -263,14 +263,8 @@ def _area_peak(times: np.ndarray, levels: np.ndarray, lo: float, hi: float) -> t
 
 def _peak(first: list[Any], last: list[Any], size: list[int]) -> int:
     """``metrics._peak`` of the slots' spans (None: a slot no kernel wrote)."""
-    points = sorted([(f, 1, size[j]) for j, f in enumerate(first) if f is not None]
-                    + [(f, 0, -size[j]) for j, f in enumerate(last) if f is not None])
-    live = peak = 0
-    for _, _, d in points:
-        live += d
-        if live > peak:
-            peak = live
-    return peak
+    return peak_of([(f, 1, size[j]) for j, f in enumerate(first) if f is not None]
+                   + [(f, 0, -size[j]) for j, f in enumerate(last) if f is not None])
 
 
 def _queue(start: list[float], end: list[float], lo: float, hi: float, net: dict[float, float]) -> RunMetrics:

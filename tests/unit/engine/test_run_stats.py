@@ -95,9 +95,9 @@ def _random_plan(rng):
     return kernels, sizes, (lambda n: alias.get(n, n))
 
 
-def _random_run(rng, kernels):
+def _random_run(rng, kernels, others=("record", "wait", "memcpy", "control")):
     """The kernels' DeviceTask stand-ins in a random finish order, times with ties, plus
-    records, waits and copies."""
+    tasks of the ``others`` kinds (records, waits, copies, switches)."""
     done = []
     for k in kernels:
         start = float(rng.randrange(6)) / 2
@@ -106,9 +106,11 @@ def _random_run(rng, kernels):
                                     end_t=start + rng.choice([0.0, 0.5, 1.0, 2.5]), seq=len(done)))
     for _ in range(rng.randrange(0, 5)):
         start = float(rng.randrange(8)) / 2
-        done.append(SimpleNamespace(kind=rng.choice(["record", "wait", "memcpy", "control"]), unit="", dtype="",
-                                    flops=0.0, bytes=float(rng.randrange(3)), meta={}, enqueue_t=start,
-                                    start_t=start, end_t=start + rng.choice([0.0, 1.0]), seq=len(done)))
+        kind = rng.choice(others)
+        nbytes = float(rng.randrange(3)) if kind == "memcpy" else 0.0   # a copy's bytes; an event task has none
+        done.append(SimpleNamespace(kind=kind, unit="", dtype="", flops=0.0, bytes=nbytes, meta={},
+                                    enqueue_t=start - rng.randrange(2), start_t=start,
+                                    end_t=start + rng.choice([0.0, 1.0]), seq=len(done)))
     rng.shuffle(done)
     return done
 

@@ -9,6 +9,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
+from test_run_stats import _random_run
 
 import graphexec as gx
 from graphexec.engine import run_stats
@@ -50,24 +51,6 @@ def test_stats_of_real_runs_are_the_plain_passes_and_the_array_passes(path, monk
         assert repr(walked) == repr(arrays) == repr(_plain(compiled)) == repr(result.stats)
 
 
-def _run(rng, kernels):
-    """The kernels' DeviceTask stand-ins in a random finish order, times with ties, plus
-    event records and waits."""
-    done = []
-    for k in kernels:
-        start = float(rng.randrange(6)) / 2
-        done.append(SimpleNamespace(kind="kernel", unit=k.unit, dtype=k.dtype, flops=k.flops, bytes=k.bytes,
-                                    meta={"task": k}, enqueue_t=start - rng.randrange(3), start_t=start,
-                                    end_t=start + rng.choice([0.0, 0.5, 1.0, 2.5]), seq=len(done)))
-    for _ in range(rng.randrange(0, 5)):
-        start = float(rng.randrange(8)) / 2
-        done.append(SimpleNamespace(kind=rng.choice(["record", "wait"]), unit="", dtype="", flops=0.0, bytes=0.0,
-                                    meta={}, enqueue_t=start - rng.randrange(2), start_t=start,
-                                    end_t=start + rng.choice([0.0, 1.0]), seq=len(done)))
-    rng.shuffle(done)
-    return done
-
-
 def _expected(done, profile, sizes, root):
     seen = scan(done, profile)
     span = seen["hi"] - seen["lo"] if seen["hi"] >= seen["lo"] else 0.0
@@ -82,7 +65,7 @@ def test_each_number_on_random_timelines_is_the_plain_passes(seed):
     for _ in range(150):
         kernels, sizes, root = _random_plan(rng)
         plan = StatsPlan(kernels, {k.id: i for i, k in enumerate(kernels)}, sizes, root, profile)
-        done = _run(rng, kernels)
+        done = _random_run(rng, kernels, ("record", "wait"))
         got = plan.walk(done, profile)
         assert got is not None
         assert repr(got) == repr(_expected(done, profile, sizes, root))
@@ -95,7 +78,7 @@ def test_runs_that_are_not_the_plans_kernels_and_events_are_refused():
     while len(kernels) < 3:
         kernels, sizes, root = _random_plan(rng)
     plan = StatsPlan(kernels, {k.id: i for i, k in enumerate(kernels)}, sizes, root, profile)
-    done = _run(rng, kernels)
+    done = _random_run(rng, kernels, ("record", "wait"))
     ran = [t for t in done if t.kind == "kernel"]
     assert plan.walk(done, profile) is not None
     assert plan.walk([t for t in done if t is not ran[0]], profile) is None          # a kernel missing
