@@ -38,12 +38,13 @@ if _simcore is not None and getattr(_simcore, "ABI", None) != ABI:   # stale: `p
 
 CORE = _simcore is not None   # False: every run goes through the Python loop
 KERNEL, RECORD, WAIT = 0, 1, 2
-# per profile: pool names, each task's pool index, blocks' time and bytes (C columns), pool names, times, bytes
 # DeviceTask's slots in field order, and which of ``_device_tasks``' columns are lists (the rest: one value)
 _MEMBERS = tuple(DeviceTask.__dict__[f.name] for f in dataclasses.fields(DeviceTask))
 _ONE = {"copy_kind", "start_fn", "end_fn", "reads", "writes", "enqueue_t", "blocks_left", "blocks_running", "result",
         "driver"}
 _COLUMN = tuple(f.name not in _ONE for f in dataclasses.fields(DeviceTask))
+# per profile: the pools' names, each task's pool index, blocks' time and bytes (the C loop's columns),
+# then each task's pool name, blocks' time and bytes as lists (the DeviceTasks' columns)
 Costs = tuple[tuple[str, ...], array, array, array, list[str], list[float], list[float]]
 
 
@@ -110,27 +111,25 @@ class GraphTasks:
         known = self._per_profile.get(key)
         if known is not None and known[0] is sim.profile:
             return known[1]   # type: ignore[no-any-return]
+        self._per_profile[key] = (sim.profile, made := self._costs(sim))
+        return made
+
+    def _costs(self, sim: Simulator) -> Costs | None:
         names = tuple(sim.cores.total)
         at = {name: i for i, name in enumerate(names)}
         pool, block_us, block_bytes = array("i", repeat(0, self.n)), [0.0] * self.n, [0.0] * self.n
         pools = [""] * self.n
-        made: tuple[Any, ...] | None = (names, pool, array("d"), array("d"), pools, block_us, block_bytes)
         for i in self.kernel_pos:
             unit, dtype = self.units[i], self.dtypes[i]
             name, peak = sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype)
-            n = self.nblocks[i]
             if not peak or name not in at:
-                made = None
-                break
+                return None
+            n = self.nblocks[i]
             pool[i], pools[i] = at[name], name
             block_us[i], block_bytes[i] = self.flops[i] / n / peak, self.bytes[i] / n
             if math.isnan(block_us[i]) or math.isnan(block_bytes[i]):
-                made = None
-                break
-        if made is not None:
-            made = (names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes)
-        self._per_profile[key] = (sim.profile, made)
-        return made   # type: ignore[return-value]
+                return None
+        return names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes
 
 
 def idle_for_graph(dev: Device, streams: Sequence[Stream]) -> bool:
