@@ -20,10 +20,15 @@ from graphexec.ir import Graph
 _INTO = {"b": "biufc", "i": "biufc", "u": "biufc", "f": "fc", "c": "c"}   # kinds a value may become
 
 
-def as_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, Any]:
-    """``feeds`` with every tensor input as a numpy array (see the module doc)."""
+def check_mapping(feeds: Any) -> None:
+    """Feeds are a mapping of input name to array: one line naming the type otherwise."""
     if type(feeds) is not dict and not isinstance(feeds, Mapping):   # a dict first: the ABC check costs more
         raise FeedError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
+
+
+def as_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    """``feeds`` with every tensor input as a numpy array (see the module doc)."""
+    check_mapping(feeds)
     return {k: v if type(v) is np.ndarray else _as_feed(graph, k, v) for k, v in feeds.items()}   # an array as is
 
 

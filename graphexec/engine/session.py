@@ -18,13 +18,13 @@ import numpy as np
 
 from graphexec._limits import collect_due
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
-from graphexec.engine.feed_values import as_feeds
+from graphexec.engine.feed_values import as_feeds, check_mapping
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
 from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
 from graphexec.engine.simulate import computed, control_flow, simulate_cards
 from graphexec.engine.threads import Workers
-from graphexec.errors import FeedError, GraphExecError
+from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.frontend.options import check_session_options
 from graphexec.ir import Graph
@@ -103,8 +103,8 @@ class Session:
         if self.multi is not None:
             self._last = self.multi.compile(feeds)
             return self._last
-        if feeds is not None and type(feeds) is not dict and not isinstance(feeds, Mapping):   # before feeds_key
-            raise FeedError(f"feeds must be a mapping of input name to array, not {type(feeds).__name__}")
+        if feeds is not None:   # before feeds_key reads it
+            check_mapping(feeds)
         seen = feeds_key(feeds) if feeds is not None else None
         compiled = self._seen.get(seen) if seen is not None else None
         if compiled is None:
