@@ -270,11 +270,14 @@ class Device:
             self.checker.on_launch(task)
         return task
 
-    def _model_execute(self) -> tuple[float, float]:
-        """Graph mode: one host call (GE's ModelExecute) starts every loaded task."""
+    def _model_execute(self, stamp: bool = True) -> tuple[float, float]:
+        """Graph mode: one host call (GE's ModelExecute) starts every loaded task; its (start,
+        end), which the first launch stamps on the host's clock (``stamp`` False: a look only)."""
         if self._execute is None:
-            self._execute = (self._host_t, self._host_t + self.profile.launch_cost_us)
-            self._host_t = self._execute[1]
+            execute = (self._host_t, self._host_t + self.profile.launch_cost_us)
+            if not stamp:
+                return execute
+            self._execute, self._host_t = execute, execute[1]
         return self._execute
 
     def _wait_for_room(self, s: Stream) -> None:

@@ -28,7 +28,7 @@ from graphexec.runtime.sim import Simulator
 from graphexec.runtime.sim_task import DeviceTask
 from graphexec.runtime.stream import Event, EventSnapshot, Stream
 
-ABI = 1   # what ``_simcore.c`` takes and returns; a module built from another source is not used
+ABI = 2   # what ``_simcore.c`` takes and returns; a module built from another source is not used
 try:
     from graphexec.runtime import _simcore  # type: ignore[attr-defined]
 except ImportError:   # built without a C compiler: the Python loop runs every graph
@@ -165,7 +165,7 @@ def _run(dev: Device, streams: Sequence[Stream], tasks: GraphTasks) -> tuple[Any
     rank = array("i", repeat(0, len(streams)))
     for r, i in enumerate(order):
         rank[i] = r
-    end = (dev._execute or _peek_execute(dev))[1]
+    end = dev._model_execute(stamp=False)[1]
     seq0 = next(sim._seq)
     try:
         out = _simcore.run(tasks.kinds, tasks.stream, pool, tasks.nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
@@ -196,7 +196,7 @@ def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event
     if ran is None:
         return None
     out, (_, _, _, _, pools, block_us, block_bytes) = ran
-    start, end = dev._execute or dev._model_execute()
+    start, end = dev._model_execute()
     sim, cores = dev._sim, dev._sim.cores
     _, seq, starts, readies, ends, maxc, finished, steps, log, last_end, now, cores_t, next_seq = out
     made = _device_tasks(tasks, streams, events, end, seq, starts, ends, readies, maxc, pools, block_us,
@@ -213,11 +213,6 @@ def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event
     if sim.now > dev._host_t:   # ``synchronize_device``
         dev._host_t = sim.now
     return steps
-
-
-def _peek_execute(dev: Device) -> tuple[float, float]:
-    """The model execute's (start, end) the first launch would stamp (``_model_execute``)."""
-    return dev._host_t, dev._host_t + dev.profile.launch_cost_us
 
 
 def _device_tasks(tasks: GraphTasks, streams: Sequence[Stream], events: Mapping[int, Event], enqueue: float,
