@@ -31,7 +31,6 @@ typedef struct { double t; int64_t seq; int32_t task; } Ready;
 
 typedef struct {
     /* the task list, in launch order */
-    Py_ssize_t ntasks;
     int32_t nstreams, npools;
     const uint8_t *kind;
     const int32_t *stream, *pool, *wait_rec, *kidx, *rank;
@@ -517,7 +516,6 @@ static PyObject *run(PyObject *self, PyObject *args) {
     Sim s;
     memset(&s, 0, sizeof s);
     Py_ssize_t n = kind.len;
-    s.ntasks = n;
     s.nstreams = (int32_t)(prio.len / 8);
     s.npools = (int32_t)(freeb.len / 8);
     if (!(need(&stream, n, 4, "stream") && need(&pool, n, 4, "pool") && need(&nblocks, n, 8, "nblocks")
@@ -595,10 +593,13 @@ static PyObject *run(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    PyObject *parts[11] = {list_of_ints(s.seq, NULL, n), list_of_doubles(s.start, n), list_of_doubles(s.ready_t, n),
-                           list_of_doubles(s.end, n), list_of_ints(s.maxc, NULL, n), list_of_ints(NULL, s.fin, s.nfin),
-                           list_of_ints(NULL, s.steps, s.nsteps), core_log(&s, names), list_of_doubles(s.last_end, ns),
-                           NULL, NULL};
+    if (status != OK) {   /* the caller runs the Python loop: nothing of this run is wanted */
+        result = Py_BuildValue("(i)", status);
+        goto done;
+    }
+    PyObject *parts[9] = {list_of_ints(s.seq, NULL, n), list_of_doubles(s.start, n), list_of_doubles(s.ready_t, n),
+                          list_of_doubles(s.end, n), list_of_ints(s.maxc, NULL, n), list_of_ints(NULL, s.fin, s.nfin),
+                          list_of_ints(NULL, s.steps, s.nsteps), core_log(&s, names), list_of_doubles(s.last_end, ns)};
     int made = 1;
     for (int i = 0; i < 9; i++) made = made && parts[i] != NULL;
     if (made)
@@ -621,21 +622,29 @@ static PyObject *column_item(PyObject *col, int is_column, Py_ssize_t i) {   /* 
     return is_column ? PyList_GET_ITEM(col, i) : col;
 }
 
-static int check_columns(PyObject *columns, PyObject *flags, Py_ssize_t *n) {
+/* Which columns are lists of ``n`` (flags[j] true) rather than one value for all, read once
+ * (PyMem_Free it); NULL with an error set where a flag or a list is wrong. */
+static int *column_flags(PyObject *columns, PyObject *flags, Py_ssize_t n) {
     Py_ssize_t k = PyTuple_GET_SIZE(columns);
     if (PyTuple_GET_SIZE(flags) != k) {
         PyErr_SetString(PyExc_ValueError, "_simcore: one flag per column");
-        return 0;
+        return NULL;
     }
-    for (Py_ssize_t j = 0; j < k; j++)
-        if (PyObject_IsTrue(PyTuple_GET_ITEM(flags, j))) {
-            PyObject *col = PyTuple_GET_ITEM(columns, j);
-            if (!PyList_Check(col) || PyList_GET_SIZE(col) != *n) {
-                PyErr_Format(PyExc_ValueError, "_simcore: column %zd is not a list of %zd", j, *n);
-                return 0;
-            }
+    int *is_col = PyMem_Malloc((k ? k : 1) * sizeof(int));
+    if (!is_col) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *col = PyTuple_GET_ITEM(columns, j);
+        is_col[j] = PyObject_IsTrue(PyTuple_GET_ITEM(flags, j));
+        if (is_col[j] < 0 || (is_col[j] && (!PyList_Check(col) || PyList_GET_SIZE(col) != n))) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "_simcore: column %zd is not a list of %zd", j, n);
+            PyMem_Free(is_col);
+            return NULL;
         }
-    return 1;
+    }
+    return is_col;
 }
 
 /* instances(cls, members, columns, flags, n): n new ``cls`` objects (a class with
@@ -651,14 +660,15 @@ static PyObject *instances(PyObject *self, PyObject *args) {
                           &PyTuple_Type, &flags, &n))
         return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(members);
-    if (PyTuple_GET_SIZE(columns) != k || !check_columns(columns, flags, &n)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_simcore.instances: one column per member");
+    if (PyTuple_GET_SIZE(columns) != k) {
+        PyErr_SetString(PyExc_ValueError, "_simcore.instances: one column per member");
         return NULL;
     }
+    int *is_col = column_flags(columns, flags, n);
+    if (!is_col) return NULL;
     Py_ssize_t *offsets = PyMem_Malloc((k ? k : 1) * sizeof(Py_ssize_t));
-    int *is_col = PyMem_Malloc((k ? k : 1) * sizeof(int));
     PyObject *out = NULL;
-    if (!offsets || !is_col) {
+    if (!offsets) {
         PyErr_NoMemory();
         goto done;
     }
@@ -670,7 +680,6 @@ static PyObject *instances(PyObject *self, PyObject *args) {
             goto done;
         }
         offsets[j] = ((PyMemberDescrObject *)d)->d_member->offset;
-        is_col[j] = PyObject_IsTrue(PyTuple_GET_ITEM(flags, j));
     }
     out = PyList_New(n);
     if (!out) goto done;
@@ -706,23 +715,24 @@ static PyObject *tuples(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_TypeError, "_simcore.tuples: %s is not a tuple type", cls->tp_name);
         return NULL;
     }
-    if (!check_columns(columns, flags, &n)) return NULL;
+    int *is_col = column_flags(columns, flags, n);
+    if (!is_col) return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(columns);
     PyObject *out = PyList_New(n);
-    if (!out) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; out && i < n; i++) {
         PyObject *o = cls->tp_alloc(cls, k);
         if (!o) {
-            Py_DECREF(out);
-            return NULL;
+            Py_CLEAR(out);
+            break;
         }
         for (Py_ssize_t j = 0; j < k; j++) {
-            PyObject *v = column_item(PyTuple_GET_ITEM(columns, j), PyObject_IsTrue(PyTuple_GET_ITEM(flags, j)), i);
+            PyObject *v = column_item(PyTuple_GET_ITEM(columns, j), is_col[j], i);
             Py_INCREF(v);
             PyTuple_SET_ITEM(o, j, v);
         }
         PyList_SET_ITEM(out, i, o);
     }
+    PyMem_Free(is_col);
     return out;
 }
 
@@ -732,7 +742,8 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS,
      "run(kind, stream, pool, nblocks, block_us, block_bytes, wait_rec, kidx, prio, rank, free, pool_names, "
      "bw, overhead, enqueue, now, cores_t, seq0) -> (status, seq, start, ready, end, max_cores, finished, "
-     "steps, core_log, last_end, now, cores_t, next_seq): a graph's task list run to the end."},
+     "steps, core_log, last_end, now, cores_t, next_seq): a graph's task list run to the end; (status,) "
+     "alone where it stopped (stalled, a division by zero)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -741,7 +752,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_simcore",
 
 /* Bumped with every change of what the functions take or return (``sim_core.ABI``): a
  * module built from an older source is then left unused rather than called wrongly. */
-#define ABI 1
+#define ABI 2
 
 PyMODINIT_FUNC PyInit__simcore(void) {
     PyObject *m = PyModule_Create(&module);
