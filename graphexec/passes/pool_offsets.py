@@ -155,11 +155,15 @@ class _Knowing:
         return hi
 
 
-def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order) -> tuple[list[int], int]:
-    """Place items in ``order``, each at the smallest gap that fits among its placed conflicts."""
+def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order,
+             cap: int | None = None) -> tuple[list[int], int]:
+    """Place items in ``order``, each at the smallest gap that fits among its placed conflicts.
+    With ``cap``, stop once the pool reaches ``cap`` bytes (the peak only grows, so such a
+    plan cannot beat one of ``cap``): the offsets are then partial and the peak is >= cap."""
     offsets = [-1] * len(items)
     sizes = [it.size for it in items]
     peak = 0
+    stop = cap if cap is not None else -1
     for i in sorted(range(len(items)), key=lambda i: order(items[i], len(clash[i]))):
         size = sizes[i]
         live = sorted([(offsets[j], sizes[j]) for j in clash[i] if offsets[j] >= 0])
@@ -173,6 +177,8 @@ def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order) -> tup
         at = offsets[i] = cursor if best < 0 else best
         if at + size > peak:
             peak = at + size
+            if peak >= stop >= 0:
+                break
     return offsets, peak
 
 
@@ -210,8 +216,8 @@ def place_hybrid(items: list[Lifetime], schedule: Schedule,
     clash = conflicts(items, schedule) if clash is None else clash
     floor = live_peak(items)
     best: tuple[int, str, list[int]] | None = None
-    for name, order in HEURISTICS.items():
-        offsets, peak = best_fit(items, clash, order)
+    for name, order in HEURISTICS.items():   # one that reaches the best pool so far stops: it cannot win
+        offsets, peak = best_fit(items, clash, order, None if best is None else best[0])
         if best is None or peak < best[0]:
             best = (peak, name, offsets)
         if peak <= floor:
