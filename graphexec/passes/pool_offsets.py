@@ -8,12 +8,11 @@ other's write in the schedule, so sharing never depends on timing luck.
 
 from __future__ import annotations
 
-import bisect
 from typing import Callable
 
 import networkx as nx
-import numpy as np
 
+from graphexec.passes.conflict_pairs import TooDense, conflict_pairs
 from graphexec.passes.lifetimes import Lifetime
 from graphexec.plan.schedule import Schedule
 
@@ -31,128 +30,13 @@ HEURISTICS: dict[str, Order] = {
 PAIR_BUDGET = 3_000_000  # beyond this many conflicting pairs, plan one lane per stream
 
 
-class TooDense(Exception):
-    """The conflict graph is too dense to list; per-stream lanes are planned instead."""
-
-
 def conflicts(items: list[Lifetime], schedule: Schedule, budget: int | None = None,
               streams: list[int] | None = None) -> list[list[int]]:
-    """For each item, the indices of the items it may be live together with.
-
-    Of two tensors, the one written later in launch order (b) conflicts with the other
-    (a) unless every writer of b knows a's last uses. Along one stream the clocks only
-    grow, so the writers that know a form a suffix of that stream: per stream, only the
-    tasks between a's write and that suffix (found by bisection) can conflict. Streams
-    whose tasks all launch before a's write, or whose first task already knows a's last
-    uses, are skipped at once (``_candidates``), so the work stays near-linear even when
-    long streams are split into many.
-    """
-    launch = {t.id: i for i, t in enumerate(schedule.order)}
-    per_stream = [[t.id for t in s] for s in schedule.streams]
-    starts = [[launch[i] for i in ids] for ids in per_stream]
-    written: dict[int, list[int]] = {}
-    for j, it in enumerate(items):
-        for w in it.writers:
-            written.setdefault(w, []).append(j)
-    slots = [[written.get(tid, ()) for tid in ids] for ids in per_stream]   # items each position writes
-    firsts = [it.first for it in items]
-    later = _later_by_index(firsts)
-    pool = np.array(range(len(per_stream)) if streams is None else streams, dtype=np.int64)
-    last = np.array([starts[s][-1] if starts[s] else -1 for s in pool], dtype=np.int64)
-    entry = _entry_clocks(schedule, pool)
-    rows: list[int] = []   # the pairs found: (rows[k], cols[k]), the later-written item second
-    cols: list[int] = []
-    knowing = _Knowing(schedule)
-    for i, a in enumerate(items):
-        need, fa = list(a.end), a.first
-        for s in _candidates(pool, last, entry, fa, need):
-            lo = bisect.bisect_left(starts[s], fa)
-            n = len(starts[s])
-            if lo == n:
-                continue
-            hi = knowing.first(s, n, lo, need)
-            if later:   # written later <=> a larger index
-                found = [j for js in slots[s][lo:hi] for j in js if j > i]
-            else:
-                found = [j for js in slots[s][lo:hi] for j in js
-                         if j != i and (firsts[j] > fa or (firsts[j] == fa and j > i))]
-            if found:
-                rows += [i] * len(found)
-                cols += found
-            if budget is not None and len(rows) > budget:
-                raise TooDense(f"more than {budget} conflicting pairs")
-    return _symmetric(len(items), rows, cols)
-
-
-def _later_by_index(firsts: list[int]) -> bool:
-    """Whether the items come in launch order of their writes (as ``lifetimes`` lists them):
-    then of two items the one written later is the one with the larger index."""
-    return all(x <= y for x, y in zip(firsts, firsts[1:]))
-
-
-def _symmetric(n: int, rows: list[int], cols: list[int]) -> list[list[int]]:
-    """Per item, the sorted distinct items it is paired with in either direction."""
-    if not rows:
-        return [[] for _ in range(n)]
-    r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
-    keys = np.sort(np.concatenate([r * n + c, c * n + r]))
-    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]   # a pair found twice counts once
-    heads, tails = np.divmod(keys, n)
-    bounds = np.searchsorted(heads, np.arange(n + 1)).tolist()
-    flat = tails.tolist()
-    return [flat[bounds[k]:bounds[k + 1]] for k in range(n)]
-
-
-def _entry_clocks(schedule: Schedule, pool: np.ndarray) -> np.ndarray:
-    """entry[k, s]: what the first task of stream pool[k] knows of stream s (its own: 0)."""
-    entry = np.zeros((len(pool), len(schedule.streams)), dtype=np.int64)
-    for k, s in enumerate(pool):
-        entry[k] = schedule.clock.entry(int(s))
-        entry[k, s] = 0
-    return entry
-
-
-def _candidates(pool: np.ndarray, last: np.ndarray, entry: np.ndarray, first: int,
-                need: list[tuple[int, int]]) -> list[int]:
-    """Streams that may hold a writer conflicting with a tensor written at launch index
-    ``first`` and last used at ``need``: some task launched at or after ``first``, and a
-    first task that does not know every use yet (a stream's clock only grows)."""
-    unknown = np.zeros(len(pool), dtype=bool)
-    for s, e in need:
-        unknown |= entry[:, s] <= e
-    return pool[unknown & (last >= first)].tolist()
-
-
-class _Knowing:
-    """Where on a stream the tasks start knowing a tensor's last uses, by bisection of the
-    stream's checkpoints (a clock only grows along a stream), one column built per
-    (stream, other stream) asked about."""
-
-    def __init__(self, schedule: Schedule) -> None:
-        self.clock = schedule.clock
-        self.columns: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-
-    def first(self, stream: int, n: int, lo: int, need: list[tuple[int, int]]) -> int:
-        """The first position >= ``lo`` of ``stream`` (``n`` tasks) whose clock passes every
-        (stream, position) in ``need``; ``n`` when none does (``Clocks.knows`` pointwise)."""
-        hi = lo
-        for s, e in need:
-            if e < 0:   # every clock knows nothing of a stream: the 0-th task is always past -1
-                continue
-            if s == stream:
-                p = e + 1
-            else:
-                col = self.columns.get((stream, s))
-                if col is None:
-                    col = self.columns[stream, s] = self.clock.column(stream, s)
-                at, vals = col
-                k = bisect.bisect_right(vals, e)
-                p = at[k] if k < len(at) else n
-            if p > hi:
-                hi = p
-                if hi >= n:
-                    return n
-        return hi
+    """For each item, the indices of the items it may be live together with: two tensors
+    conflict unless every writer of the one written later knows the other's last uses
+    (``conflict_pairs.py``; ``streams``: only writers on those; past ``budget`` pairs,
+    TooDense)."""
+    return conflict_pairs(items, schedule, budget, streams)
 
 
 def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order,

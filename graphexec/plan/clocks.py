@@ -85,11 +85,17 @@ class Clocks:
     def column(self, stream: int, s: int) -> tuple[list[int], list[int]]:
         """Along ``stream``: the positions where its checkpoints start and what each knows of
         stream ``s`` (both non-decreasing: a stream's clock only grows)."""
+        at, table = self.table(stream)
+        return at, table[:, s].tolist()
+
+    def table(self, stream: int) -> tuple[list[int], np.ndarray]:
+        """Along ``stream``: the positions where its checkpoints start and the checkpoints
+        stacked (one row over the streams each; every column non-decreasing)."""
         table = self._table.get(stream)
         if table is None:
             rows = self._cp[stream]
             table = self._table[stream] = np.stack(rows) if rows else np.zeros((0, self.n), dtype=np.int64)
-        return self._at[stream], table[:, s].tolist()
+        return self._at[stream], table
 
     def entry(self, s: int) -> np.ndarray:
         """The clock of stream ``s``'s first task (a read-only row over the streams; its own

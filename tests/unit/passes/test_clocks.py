@@ -55,20 +55,22 @@ def test_clock_width_does_not_grow_with_the_task_count():
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 80), streams=st.integers(1, 5), split=st.integers(2, 12))
 def test_first_knowing_by_bisection_equals_a_scan_of_knows(seed, n, streams, split):
-    """The memory planner's bisection over checkpoints finds the first task of a stream that
-    knows a set of positions, as a scan calling ``Clocks.knows`` task by task does."""
-    from graphexec.passes.pool_offsets import _Knowing
+    """The memory planner's bisection over checkpoints (all queries at once, as arrays)
+    finds the first task of a stream that knows a position, as a scan calling
+    ``Clocks.knows`` task by task does."""
+    from graphexec.passes.conflict_pairs import _Layout
 
     rng = np.random.default_rng(seed)
     tasks = gx.Session(random_dag(rng, n)).compile(None).tasks
     stream_of = physical_streams([int(rng.integers(0, streams)) for _ in tasks.tasks], tasks, 27 + 3 * split)
     sched = insert_events(tasks, stream_of)
-    knowing = _Knowing(sched)
     sizes = [len(s) for s in sched.streams]
-    for _ in range(40):
-        need = [(int(s), int(rng.integers(-1, sizes[s] + 1))) for s in rng.choice(len(sizes), size=2)]
-        for s, tasks_on in enumerate(sched.streams):
-            ids = [t.id for t in tasks_on]
-            lo = int(rng.integers(0, len(ids) + 1))
-            scan = next((p for p in range(lo, len(ids)) if sched.clock.knows(ids[p], need)), len(ids))
-            assert knowing.first(s, len(ids), lo, need) == scan
+    layout = _Layout(sched, list(range(len(sizes))), [])
+    used = [s for s, k in enumerate(sizes) if k]   # a stream number may go unused
+    queries = [(q, int(t), int(rng.integers(0, sizes[t]))) for t in rng.choice(used, size=40)
+               for q in range(len(sizes))]
+    q, t, e = (np.array(c, dtype=np.int64) for c in zip(*queries))
+    found = layout.first_knowing(q, t, e).tolist()
+    for (s, other, pos), got in zip(queries, found):
+        ids = [x.id for x in sched.streams[s]]
+        assert got == next((p for p in range(len(ids)) if sched.clock.knows(ids[p], [(other, pos)])), len(ids))
