@@ -55,31 +55,31 @@ class StatsPlan:
         self.num_aicpu = sum(k.unit == "aicpu" for k in kernels)
         self.work = np.array([_work(sums, k, profile) for k in kernels], dtype=np.float64)
         self.bytes = np.array([float(k.bytes) for k in kernels], dtype=np.float64)
-        writers: dict[str, list[int]] = {}
-        readers: list[tuple[str, int]] = []
-        for i, k in enumerate(kernels):
-            for name in k.writes:
-                r = root(name)
-                if r in sizes:
-                    writers.setdefault(r, []).append(i)
-            readers += [(r, i) for r in map(root, k.reads) if r in sizes]
-        self.roots = list(writers)
+        w_roots = [root(name) for k in kernels for name in k.writes]
+        self.roots = list(dict.fromkeys(r for r in w_roots if r in sizes))
         slot = {r: j for j, r in enumerate(self.roots)}
         self.sizes = np.array([sizes[r] for r in self.roots], dtype=np.int64)
-        self.w_root = np.repeat(np.arange(len(self.roots)), [len(w) for w in writers.values()])
-        self.w_kernel = np.array([i for w in writers.values() for i in w], dtype=np.intp)
-        self.w_start = np.cumsum([0] + [len(w) for w in writers.values()][:-1]).astype(np.intp)
-        kept = [(slot[r], i) for r, i in readers if r in slot]   # a tensor no kernel writes never lives
-        self.r_root = np.array([r for r, _ in kept], dtype=np.intp)
-        self.r_kernel = np.array([i for _, i in kept], dtype=np.intp)
+        # (root slot, kernel) of every write to a root, grouped by slot in kernel order; every
+        # read of a written root in kernel order (a tensor no kernel writes never lives)
+        ws, w_of = _slots(slot, w_roots, [len(k.writes) for k in kernels])
+        by_slot = np.argsort(ws, kind="stable")
+        self.w_root, self.w_kernel = ws[by_slot].astype(np.int64), w_of[by_slot]
+        counts = np.bincount(self.w_root, minlength=len(self.roots))
+        self.w_start = np.cumsum(np.concatenate([[0], counts[:-1]])).astype(np.intp)
+        self.r_root, self.r_kernel = _slots(slot, [root(name) for k in kernels for name in k.reads],
+                                            [len(k.reads) for k in kernels])
         # for ``walk``, by launch index: the sum a kernel adds its work to (0 cube, 1 vector,
         # 2 none), its work and bytes, the roots (slots) it writes and the written ones it
-        # reads; ``by_id`` finds a kernel's launch index by its Task object
-        self.by_id = {id(k): i for i, k in enumerate(kernels)}
-        self.info = [(0 if k.unit == "cube" else 1 if k.unit == "vector" else 2, w, b,
-                      tuple(dict.fromkeys(slot[r] for r in map(root, k.writes) if r in slot)),
-                      tuple(slot[r] for r in map(root, k.reads) if r in slot))
-                     for k, w, b in zip(kernels, self.work.tolist(), self.bytes.tolist())]
+        # reads; ``by_id`` finds a kernel's launch index by its Task object. A plan of more
+        # kernels than a walk takes has none: no run short enough to walk finishes them all
+        self.by_id: dict[int, int] = {}
+        self.info: list[tuple[int, float, float, tuple[int, ...], tuple[int, ...]]] = []
+        if self.n <= WALK_MAX:
+            self.by_id = {id(k): i for i, k in enumerate(kernels)}
+            self.info = [(0 if k.unit == "cube" else 1 if k.unit == "vector" else 2, w, b,
+                          tuple(dict.fromkeys(slot[r] for r in map(root, k.writes) if r in slot)),
+                          tuple(slot[r] for r in map(root, k.reads) if r in slot))
+                         for k, w, b in zip(kernels, self.work.tolist(), self.bytes.tolist())]
         self.sizes_l = self.sizes.tolist()
 
     def walk(self, finished: list[Any], profile: Any) -> tuple[Any, ...] | None:
@@ -87,6 +87,8 @@ class StatsPlan:
         metrics) of a run whose finished tasks are this plan's kernels, each once, and event
         records and waits, all started, in one walk over them (see the module doc); None
         for any other run (the caller takes the passes)."""
+        if self.n > WALK_MAX:   # a walk's run cannot have finished every kernel
+            return None
         by_id, info = self.by_id, self.info
         first: list[Any] = [None] * len(self.roots)
         last: list[Any] = [None] * len(self.roots)
@@ -183,6 +185,15 @@ class StatsPlan:
         sums.work["vector"] = _fold(work[vector])
         sums.moved = _fold(self.bytes[ks])
         return _shares(sums, None, profile, makespan)
+
+
+def _slots(slot: dict[str, int], roots: list[str], per_kernel: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, kernel index) of each of ``roots`` that has a slot, in their order; the kernels
+    name ``per_kernel[i]`` of them each, kernel by kernel."""
+    of = np.repeat(np.arange(len(per_kernel), dtype=np.intp), per_kernel)
+    s = np.array([slot.get(r, -1) for r in roots], dtype=np.intp)
+    keep = s >= 0
+    return s[keep], of[keep]
 
 
 def _work(sums: _Sums, k: Any, profile: Any) -> float:
