@@ -16,6 +16,7 @@ from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
 from graphexec.engine.run_stats import StatsPlan
+from graphexec.engine.steps import Steps
 from graphexec.engine.threads import Overlap, Workers
 from graphexec.errors import OutOfMemoryError
 from graphexec.ir import Graph, Node, Value
@@ -115,6 +116,9 @@ class Compiled:
         self._log_end = cast("Callable[[Any], None]", self._log.setdefault)
         self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
+        # each kernel's replay step, made with the plan where a session owns it (``engine/steps.py``);
+        # a body's or a card's plan makes them at its first replay, if it ever replays
+        self._steps = self._make_steps() if device is None and not self.controls else None
         plan = self.memory_plan
         self.activation_sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None
                                  and e.region == "activation"}   # the executed live peak's tensors
@@ -299,11 +303,21 @@ class Compiled:
         if workers is not None and workers.n > 1:   # after the feeds: ready kernels read them
             ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
             pool, helpers = workers.pool, workers.n - 1
-        if self._call_list is None:   # the KernelCalls stay from run to run (``_run`` rebinds them)
-            self._call_list = [ctx.call(t) for t in self._kernels]
         with parallel.lend(pool, helpers):
-            replay(ctx, self._kernels, tape, self._call_list)
+            if ctx.overlap is None:
+                if self._steps is None:
+                    self._steps = self._make_steps()
+                self._steps.replay(ctx, tape)
+            else:
+                if self._call_list is None:   # the KernelCalls stay from run to run (``_run`` rebinds them)
+                    self._call_list = [ctx.call(t) for t in self._kernels]
+                replay(ctx, self._kernels, tape, self._call_list)
         tape.restore(ctx.device)
+
+    def _make_steps(self) -> Steps:
+        ctx = self.context(compute=False)
+        ctx.calls = self._calls   # the steps' KernelCalls are the plan's, which every run rebinds
+        return Steps(ctx, self._kernels)
 
     def _simulate(self, ctx: ExecContext) -> Tape:
         """Launch every task and let the simulator run them, recording the order of kernel

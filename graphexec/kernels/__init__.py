@@ -17,6 +17,7 @@ from graphexec.kernels import (  # noqa: F401
     contrib_shapes,
     conv,
     elementwise,
+    erf,
     nn,
     norm,
     pool,

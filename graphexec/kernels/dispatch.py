@@ -22,10 +22,13 @@ class NodeRunner:
     node runs as an own (AI-core) kernel or through the reference (AI-CPU).
     """
 
+    flips = 0   # how many runners have turned to their fallback so far (``recover``)
+
     def __init__(self, node: Node, graph: Graph) -> None:
         self.node = node
         kdef = registry.lookup_def(node.op, node.domain, graph.opsets.get(node.domain or "", 1))
         self.fn = None if kdef is None else kdef.fn
+        self.bind = None if kdef is None else kdef.bind
         # only a single-output kernel that declares ``out=`` gets the output's device bytes
         named = [o for o in node.outputs if o]
         self._single = named[0] if len(node.outputs) == 1 and named else None   # the common one-output case
@@ -58,24 +61,40 @@ class NodeRunner:
     def __call__(self, values: dict[str, Any], out: Any = None) -> dict[str, Any]:
         """The node's outputs by name; ``out``, when given, is the view of its one output
         that the kernel may compute into (it then returns that very array)."""
-        node = self.node
         if self.fn is not None and not self.uses_fallback:
-            args = [values[n] if n else None for n in node.inputs]
+            args = [values[n] if n else None for n in self.node.inputs]
             try:
                 if out is not None and self.takes_out:
-                    res = self.fn(self.ctx, *args, out=out)
-                else:
-                    res = self.fn(self.ctx, *args)
-                if type(res) is np.ndarray and self._single is not None:
-                    return {self._single: res}
-                outs = as_outputs(res)
-                # a 0-d result may come back as a numpy scalar: keep it an array
-                return {o: np.asarray(v) if isinstance(v, np.generic) else v for o, v in zip(node.outputs, outs) if o}
-            except Unsupported:
-                self.uses_fallback = True  # this case is the reference's, now and on later runs
-            except (ValueError, TypeError, LookupError, ArithmeticError, MemoryError) as e:  # bad values, not bugs
-                shapes = ", ".join(f"{np.shape(a)}" for a in args if a is not None)
-                raise KernelError(f"node {node}: kernel {node.op} failed on inputs {shapes}: {e}") from None
+                    return self.outputs(self.fn(self.ctx, *args, out=out))
+                return self.outputs(self.fn(self.ctx, *args))
+            except Exception as e:  # noqa: BLE001  (recover re-raises what is not the kernel's to report)
+                return self.recover(e, values, args)
+        return self._run_fallback(values)
+
+    def outputs(self, res: Any) -> dict[str, Any]:
+        """The kernel's return value by output name."""
+        if type(res) is np.ndarray and self._single is not None:
+            return {self._single: res}
+        # a 0-d result may come back as a numpy scalar: keep it an array
+        return {o: np.asarray(v) if isinstance(v, np.generic) else v
+                for o, v in zip(self.node.outputs, as_outputs(res)) if o}
+
+    def recover(self, exc: Exception, values: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+        """What a call does when the kernel raised ``exc`` on ``args`` (``values`` by name):
+        a case the kernel does not serve goes to the fallback, now and on later runs (which
+        bumps ``NodeRunner.flips``: callers that hold the kernel itself look again), bad
+        values are a KernelError, anything else is a bug and goes on up."""
+        if isinstance(exc, Unsupported):
+            self.uses_fallback = True
+            NodeRunner.flips += 1
+            return self._run_fallback(values)
+        if isinstance(exc, (ValueError, TypeError, LookupError, ArithmeticError, MemoryError)):   # bad values, not bugs
+            shapes = ", ".join(f"{np.shape(a)}" for a in args if a is not None)
+            raise KernelError(f"node {self.node}: kernel {self.node.op} failed on inputs {shapes}: {exc}") from None
+        raise exc
+
+    def _run_fallback(self, values: dict[str, Any]) -> dict[str, Any]:
+        node = self.node
         try:
             return self.fallback()(values)
         except UnsupportedOpError:

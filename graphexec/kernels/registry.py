@@ -26,6 +26,10 @@ import numpy as np
 
 KernelFn = Callable[..., Any]
 CheckFn = Callable[["OpContext"], "str | None"]
+# ``bind(ctx, *args, out=None)``: the kernel's call on these very arguments as one zero-argument
+# call that returns exactly what ``fn`` would (numpy's warnings off, as ``run_quietly`` leaves
+# them), or None where that is not known ahead; a plan's replay binds each kernel once
+BindFn = Callable[..., "Callable[[], Any] | None"]
 
 _MISSING = object()
 
@@ -71,7 +75,8 @@ class OpContext:
 class KernelDef:
     """A registered kernel: the function plus the opset range it serves; a custom kernel
     also keeps its shape and cost rules here (``rules``, see ``kernels/custom.py``), and
-    ``check`` says at compile time why the kernel refuses a node's attributes."""
+    ``check`` says at compile time why the kernel refuses a node's attributes; ``bind``
+    makes its call on fixed arguments (see ``BindFn``)."""
 
     op: str
     domain: str
@@ -81,6 +86,7 @@ class KernelDef:
     out: bool = False
     rules: Any = None
     check: CheckFn | None = None
+    bind: BindFn | None = None
 
 
 _REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
@@ -88,7 +94,8 @@ _DOMAINS: dict[str, set[str]] = {}   # op -> the domains that register it (a bui
 
 
 def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
-             out: bool = False, rules: Any = None, check: CheckFn | None = None) -> Callable[[KernelFn], KernelFn]:
+             out: bool = False, rules: Any = None, check: CheckFn | None = None,
+             bind: BindFn | None = None) -> Callable[[KernelFn], KernelFn]:
     """Decorator: register ``fn`` as the kernel of ``op`` for opsets ``since..until``.
 
     Example:
@@ -101,7 +108,7 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
         defs = _REGISTRY.setdefault((domain, op), [])
         _DOMAINS.setdefault(op, set()).add(domain)
         defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
-        defs.append(KernelDef(op, domain, fn, since, until, out, rules, check))
+        defs.append(KernelDef(op, domain, fn, since, until, out, rules, check, bind))
         return fn
 
     return wrap
@@ -109,10 +116,13 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
 
 def update(op: str, domain: str = "", opset: int = 10_000, **changes: Any) -> KernelDef:
     """Give the registration serving ``op`` at ``opset`` new fields (``rules=``, ``check=``),
-    keeping its function: how a module adds rules to kernels registered elsewhere."""
+    keeping its function: how a module adds rules to kernels registered elsewhere (a new
+    ``fn`` drops the old ``bind``, unless one is given)."""
     old = lookup_def(op, domain, opset)
     if old is None:
         raise KeyError(f"no kernel registered for {domain or 'ai.onnx'}::{op} at opset {opset}")
+    if "fn" in changes and "bind" not in changes:   # the old bind made the old function's calls
+        changes["bind"] = None
     new = replace(old, **changes)
     defs = _REGISTRY[(old.domain, op)]
     defs[defs.index(old)] = new

@@ -128,7 +128,7 @@ def test_replays_through_the_kept_calls_are_fresh_first_runs(make):
         feeds = {"x": np.array(x, np.float32)} if graph.name == "g" and x is not None else default_feeds(graph)
         again = session.run(feeds)
         fresh = gx.Session(graph, streams=2).run(feeds)
-        assert session.compile(feeds)._call_list is not None
+        assert session.compile(feeds)._steps is not None
         assert {k: (v.dtype, v.shape, v.tobytes()) for k, v in again.outputs.items()} == \
             {k: (v.dtype, v.shape, v.tobytes()) for k, v in fresh.outputs.items()}
         assert _numbers(again)[0] == _numbers(fresh)[0]

@@ -74,8 +74,9 @@ def test_a_timing_only_run_leaves_no_kernel_calls():
     compiled = session.compile(feeds)
     session.simulate(feeds)
     assert compiled._calls == {}
-    session.run(feeds)
-    assert len(compiled._calls) == len(compiled._kernels)
+    session.run(feeds)   # the kernels a replay step does not call directly (``engine/steps.py``)
+    plain = {t.id for t, runner in zip(compiled._kernels, compiled._steps.runners) if runner is None}
+    assert plain and plain <= set(compiled._calls) <= {t.id for t in compiled._kernels}
 
 
 def test_the_launch_loop_shortcut_matches_the_dispatch_table(monkeypatch):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphexec as gx
-from graphexec.kernels import elementwise, pieces
+from graphexec.kernels import erf, pieces
 from graphexec.kernels.registry import OpContext
 
 _F32 = np.dtype(np.float32)
@@ -69,7 +69,7 @@ def _run(kernel, ctx, x, *args, out_dtype=_F32):
 @given(_SHAPES, st.sampled_from([64, 128, 200]), st.integers(0, 2**31))
 def test_erf_in_pieces(shape, piece, seed):
     x = _x(shape, seed)
-    got, want, ran = _both(piece, lambda: _run(elementwise.erf, OpContext("Erf"), x))
+    got, want, ran = _both(piece, lambda: _run(erf.erf, OpContext("Erf"), x))
     step = max(BUF, piece // BUF * BUF)
     assert got.tobytes() == want.tobytes() and ran == (x.size >= 2 * step)
 
@@ -97,9 +97,9 @@ def test_pieces_run_only_where_they_may():
 def test_real_sizes_run_in_pieces(shape):
     """The smart_turn sizes take the pieces (the defaults), with the whole call's bits."""
     x = _x(shape, 5, 1)
-    whole = elementwise.erf32(x, np.empty_like(x))
+    whole = erf.erf32(x, np.empty_like(x))
     out = np.empty_like(x)
-    assert pieces.flat(elementwise.erf32, x, out) and out.tobytes() == whole.tobytes()
+    assert pieces.flat(erf.erf32, x, out) and out.tobytes() == whole.tobytes()
 
 
 @pytest.mark.parametrize("declared", [onnx.TensorProto.INT32, onnx.TensorProto.FLOAT16])

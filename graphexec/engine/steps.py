@@ -1,0 +1,147 @@
+"""Replay steps: each kernel's start as one call, prepared with the plan.
+
+A replayed run (``engine/replay.py``) starts and ends the kernels in the tape's order.
+The plain start, ``KernelCall.compute``, gathers the inputs' views into a dict, looks up
+the output's view and the runner, and the runner turns the dict back into arguments; on a
+tiny tensor that costs several times the math. The pool does not move, so for a kernel
+whose inputs are all planned views or constants the whole start is known at compile:
+``partial(kernel, op_context, *views, out=view)``, with no Python frame of ours, or less
+where the kernel binds its call to those arrays (``KernelDef.bind``: an elementwise kernel's
+checks done once, its ufunc alone left). A kernel that computed into its output's view
+(``direct``) has nothing left to store at its end.
+
+The plain path stays the reference, and takes over a step wherever its assumptions end:
+a kernel that raises (the runner says what that means: its fallback, or a KernelError),
+a runner that turned to its fallback on another path (``NodeRunner.flips``), a run whose
+views switched to a private cache (a run-time allocation) for every step not begun yet,
+a kernel that returned something other than its output's view.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+from graphexec.engine.executor import ExecContext
+from graphexec.engine.replay import Tape
+from graphexec.errors import KernelError
+from graphexec.kernels.dispatch import NodeRunner
+from graphexec.plan.tasks import Task
+
+_NEVER = object()   # an ``outs`` entry no result is: the step's end always stores
+
+
+class Steps:
+    """The kernels' starts, ends and direct outputs in launch order, for one plan.
+
+    ``runners[i]`` is the NodeRunner whose kernel ``starts[i]`` calls directly (its
+    arguments in ``args[i]``), None where the step is the plain ``KernelCall``'s.
+    """
+
+    def __init__(self, ctx: ExecContext, kernels: list[Task]) -> None:
+        """``ctx``: a context of the plan (for its views and runners)."""
+        self.kernels = kernels
+        self.ctx: ExecContext = ctx   # the running replay's context, for the ends that store
+        n = len(kernels)
+        self.starts: list[Callable[[], Any]] = [_nothing] * n
+        self.ends: list[Callable[[Any], None]] = [_drop] * n
+        self.outs: list[Any] = [_NEVER] * n
+        self.runners: list[NodeRunner | None] = [None] * n
+        self.args: list[tuple[Any, ...]] = [()] * n
+        self.flips = NodeRunner.flips
+        # the plain steps, given their KernelCalls at the first replay: a call holds its run's
+        # context, and a plan that only ever runs timing-only should hold none
+        self._unbound = [i for i, task in enumerate(kernels) if not self._direct(i, task, ctx)]
+
+    def _direct(self, i: int, task: Task, ctx: ExecContext) -> bool:
+        """Make step ``i`` a direct call of its kernel, where its runner and values allow."""
+        runner = ctx.runners.get(task.id)
+        if type(runner) is not NodeRunner or runner.fn is None or runner.uses_fallback:
+            return False
+        reads = set(task.reads)
+        args = []
+        for name in runner.node.inputs:
+            if name and name not in reads:
+                return False
+            try:
+                args.append(ctx.read(name) if name else None)
+            except KernelError:   # a host value, or one a run allocates: read when it runs
+                return False
+        out = ctx.read(task.writes[0]) if runner.takes_out and task.id in ctx.direct and len(task.writes) == 1 \
+            else None
+        kw = {} if out is None else {"out": out}
+        bound = None if runner.bind is None else runner.bind(runner.ctx, *args, **kw)
+        self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)
+        self.outs[i] = _NEVER if out is None else out
+        self.ends[i] = partial(self._store, i)
+        self.runners[i], self.args[i] = runner, tuple(args)
+        return True
+
+    def plain(self, i: int) -> None:
+        """Step ``i`` as ``KernelCall.compute`` and ``store``: the plan's KernelCall (the context's
+        ``calls`` are the plan's, which every run rebinds)."""
+        call = self.ctx.call(self.kernels[i])
+        self.starts[i], self.ends[i], self.outs[i] = call.compute, call.store, _NEVER
+        self.runners[i] = None
+
+    def _store(self, i: int, res: Any) -> None:
+        """The end of a direct step whose kernel did not return its output's view."""
+        runner = self.runners[i]
+        assert runner is not None   # only direct steps end here
+        self.ctx.call(self.kernels[i]).store(runner.outputs(res))
+
+    def failed(self, i: int, exc: Exception) -> Any:
+        """Step ``i``'s kernel raised ``exc``: what its runner makes of it (the fallback's
+        outputs, or a KernelError); the step is plain from now on."""
+        runner = self.runners[i]
+        if runner is None:
+            raise exc
+        args = list(self.args[i])
+        values = {n: v for n, v in zip(runner.node.inputs, args) if n}
+        self.plain(i)
+        return runner.recover(exc, values, args)
+
+    def replay(self, ctx: ExecContext, tape: Tape) -> None:
+        """Run the kernels' starts and ends in the order of the tape's steps."""
+        self.ctx = ctx
+        for i in self._unbound:
+            self.plain(i)
+        self._unbound = []
+        if self.flips != NodeRunner.flips:   # a runner turned to its fallback since
+            self.flips = NodeRunner.flips
+            for i, runner in enumerate(self.runners):
+                if runner is not None and runner.uses_fallback:
+                    self.plain(i)
+        starts, ends, outs = self.starts, self.ends, self.outs
+        views = ctx.views
+        results: list[Any] = [None] * len(starts)
+        for k, s in enumerate(tape.steps):
+            if s >= 0:
+                try:
+                    results[s] = starts[s]()
+                except Exception as e:  # noqa: BLE001  (``failed`` re-raises what the runner does not handle)
+                    results[s] = self.failed(s, e)
+                continue
+            res = results[~s]
+            results[~s] = None
+            if res is not outs[~s]:
+                ends[~s](res)
+                if ctx.views is not views:   # a run-time allocation: later reads look again
+                    views = ctx.views
+                    self._plain_after(tape, k)
+
+    def _plain_after(self, tape: Tape, k: int) -> None:
+        """Every direct step that begins after the tape's step ``k`` goes plain: its views
+        were taken from the plan's cache, which this run no longer uses."""
+        starts = tape.starts
+        for i, runner in enumerate(self.runners):
+            if runner is not None and starts[i] > k:
+                self.plain(i)
+
+
+def _nothing() -> None:
+    """A placeholder start, replaced in ``Steps.__init__``."""
+
+
+def _drop(_: Any) -> None:
+    """A placeholder end, replaced in ``Steps.__init__``."""
