@@ -115,24 +115,36 @@ def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -
     def chunk(r0: int) -> None:
         r1 = min(ho, r0 + rows)
         cols = scratch.buffer("conv.cols", (c, kh, kw, r1 - r0, wo), x.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                if pairs:
-                    scratch.copy_every_other(cols[:, i, j], _tap(xp, phases, geo, i, j, r0, r1))
-                else:
+        if phases is None:
+            _all_taps(xp, geo, r0, r1, cols, pairs)
+        else:
+            for i in range(kh):
+                for j in range(kw):
                     cols[:, i, j] = _tap(xp, phases, geo, i, j, r0, r1)
         np.matmul(w2, cols.reshape(k, -1), out=y2[:, r0 * wo:r1 * wo])
 
     parallel.run_all(chunk, range(0, ho, rows), 2.0 * w2.shape[0] * k * ho * wo)
 
 
-def _tap(xp: np.ndarray, phases: dict | None, geo: Geometry, i: int, j: int, r0: int, r1: int) -> np.ndarray:
-    """The input under tap (i, j) for output rows r0..r1: a strided view of ``xp``, or a
-    unit-stride slice of one of its phases."""
+def _all_taps(xp: np.ndarray, geo: Geometry, r0: int, r1: int, cols: np.ndarray, pairs: bool) -> None:
+    """cols (C, kh, kw, rows, Wo) = the input under every tap for output rows r0..r1, as one
+    copy from a strided view of ``xp`` (the same elements as a copy per tap, one numpy call:
+    the pair copy of a stride-2 conv gains most, SqueezeNet's 3x224x224 stem 158 -> 79 us,
+    ResNet's 128x56x56 410 -> 319 us; stride 1 5-8 %)."""
+    (kh, kw), (sh, sw), (dh, dw), wo = geo.kernel, geo.strides, geo.dil, geo.out[1]
+    sc, sr, se = xp.strides
+    src = as_strided(xp[:, r0 * sh:], (xp.shape[0], kh, kw, r1 - r0, wo), (sc, dh * sr, dw * se, sh * sr, sw * se),
+                     writeable=False)
+    if pairs:
+        scratch.copy_every_other(cols, src, within=xp)
+    else:
+        np.copyto(cols, src)
+
+
+def _tap(xp: np.ndarray, phases: dict, geo: Geometry, i: int, j: int, r0: int, r1: int) -> np.ndarray:
+    """The input under tap (i, j) for output rows r0..r1: a unit-stride slice of one of the
+    phases of the padded input."""
     (sh, sw), (dh, dw), wo = geo.strides, geo.dil, geo.out[1]
-    if phases is None:
-        top, left = r0 * sh + i * dh, j * dw
-        return xp[:, top:top + (r1 - r0 - 1) * sh + 1:sh, left:left + (wo - 1) * sw + 1:sw]
     top, left = r0 + i * dh // sh, j * dw // sw
     return phases[i * dh % sh, j * dw % sw][:, top:top + r1 - r0, left:left + wo]
 
