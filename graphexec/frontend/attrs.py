@@ -29,14 +29,15 @@ def decode_attr(a: onnx.AttributeProto) -> Any:
     return onnx.helper.get_attribute_value(a)
 
 
-def decode_attrs(node: onnx.NodeProto) -> dict[str, Any]:
-    """All attributes of a node, decoded; ``ref_attr_name`` ones are left to the fallback.
+def decode_attrs(node: onnx.NodeProto, attributes: list[onnx.AttributeProto] | None = None) -> dict[str, Any]:
+    """All attributes of a node (``attributes``: its ``attribute`` field, read already),
+    decoded; ``ref_attr_name`` ones are left to the fallback.
 
     Raises:
         ModelLoadError: an attribute cannot be decoded (a malformed tensor, an unknown type).
     """
     out = {}
-    for a in node.attribute:
+    for a in node.attribute if attributes is None else attributes:
         if a.ref_attr_name:
             continue
         try:

@@ -21,12 +21,14 @@ from graphexec._limits import check_file_size, gc_paused
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
 from graphexec.frontend.onnx_checks import (
+    Fields,
     check_depth,
     check_dims,
     check_initializer_dims,
     check_no_external_data,
-    check_schema,
     check_text,
+    fields_of,
+    fields_problem,
     load_external_data,
     parse_failure,
 )
@@ -36,6 +38,7 @@ from graphexec.frontend.provenance import record
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 from graphexec.ir.onnx_proto import tensor_type
 
+_UNTYPED = TensorType()   # a node output's type until inference (types are frozen: one serves all)
 STREAM_MIN_BYTES = 32 << 20   # smaller files parse whole as fast as they split (measured: 23 MB)
 _T = onnx.TensorProto
 # element types whose raw bytes to_array unpacks (strings ignore raw_data)
@@ -154,17 +157,19 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
 def node_from_proto(i: int, n: onnx.NodeProto, depth_checked: bool = False) -> Node:
     """The IR node of a NodeProto (the i-th of its graph, for a default name);
     ``depth_checked``: the caller has run ``check_depth`` on it already."""
-    op = n.op_type
-    name = n.name or f"{op}_{i}"
     if not depth_checked:
-        check_depth(n, name)
-    inputs = list(n.input)
+        check_depth(n, n.name or f"{n.op_type}_{i}")
+    return _node(i, fields_of(n))
+
+
+def _node(i: int, fields: Fields) -> Node:
+    """The IR node of a NodeProto's fields (``fields_of``), its depth checked."""
+    n, given, op, domain, inputs, outputs, attrs = fields
     implicit: set[str] = set()
-    for a in n.attribute:
+    for a in attrs:
         for sub in _graphs_of(a):
             implicit |= free_names(sub)
-    domain = n.domain
-    return Node(name, op, inputs, list(n.output), decode_attrs(n),
+    return Node(given or f"{op}_{i}", op, inputs, outputs, decode_attrs(n, attrs),
                 "" if domain == "ai.onnx" else domain, sorted(implicit - set(inputs)) if implicit else [], n)
 
 
@@ -187,10 +192,12 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
     (:func:`read_model_weights`), by initializer index.
     """
     g = model.graph
-    for i, n in enumerate(g.node):  # first: the checks below walk subgraphs recursively
-        check_depth(n, n.name or f"{n.op_type}_{i}", source)
-    check_text(model, source)
-    check_no_external_data(model, source)
+    nodes = [fields_of(n) for n in g.node]   # each field read once (see fields_of)
+    for i, (n, name, op, *_, attrs) in enumerate(nodes):  # first: the checks below walk subgraphs recursively
+        if attrs:   # a node without attributes holds no subgraph
+            check_depth(n, name or f"{op}_{i}", source)
+    check_text(model, source, nodes)
+    check_no_external_data(model, source, [f[-1] for f in nodes])
     for vi in g.input:
         check_dims(vi, "input", source)
     graph = Graph(g.name or Path(source).stem, source=source, opsets=check_opsets(model, source),
@@ -206,25 +213,27 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
             continue
         graph.inputs.append(vi.name)
         graph.values[vi.name] = Value(vi.name, _declared(vi, source))
-    for i, n in enumerate(g.node):
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.output) == 1:
+    values = graph.values
+    for i, f in enumerate(nodes):
+        n, given, op, domain, inputs, outputs, attrs = f
+        if op == "Constant" and domain in ("", "ai.onnx") and len(outputs) == 1:
             try:
                 value = _constant_value(n)
             except (ValueError, TypeError, KeyError) as e:
-                raise ModelLoadError(f"{source}: node {n.name or i} (Constant): its value is malformed: {e}") from None
+                raise ModelLoadError(f"{source}: node {given or i} (Constant): its value is malformed: {e}") from None
             if value is not None:
-                graph.values[n.output[0]] = Value(n.output[0], TensorType(value.dtype, value.shape), value)
+                values[outputs[0]] = Value(outputs[0], TensorType(value.dtype, value.shape), value)
                 continue
-        name = n.name or f"{n.op_type}_{i}"
-        check_schema(n, name, graph.opsets, source)
+        problem = fields_problem(op, domain, inputs, outputs, attrs, graph.opsets)
+        if problem:
+            raise ModelLoadError(f"{source}: node {given or f'{op}_{i}'} ({op}) {problem}")
         try:
-            node = node_from_proto(i, n, depth_checked=True)
+            graph.nodes.append(_node(i, f))
         except ModelLoadError as e:  # an attribute that cannot be decoded
             raise ModelLoadError(f"{source}: {e}") from None
-        graph.nodes.append(node)
-        for o in node.outputs:
-            if o:
-                graph.value(o)
+        for o in outputs:
+            if o and o not in values:
+                values[o] = Value(o, _UNTYPED)
     for vi in list(g.value_info) + list(g.output):
         v = graph.value(vi.name)
         if v.const is None and vi.type.WhichOneof("value"):

@@ -10,6 +10,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, Sequence
 
 import onnx
 from onnx import external_data_helper as ext
@@ -77,12 +78,31 @@ def _declared_bytes(tensor: onnx.TensorProto) -> int:
     return math.prod(tensor.dims) * max(itemsize, 1)
 
 
-def check_no_external_data(model: onnx.ModelProto, where: str) -> None:
-    """A model given as bytes or a proto has no folder to find external data in."""
-    for tensor in ext._get_all_tensors(model):
+def check_no_external_data(model: onnx.ModelProto, where: str,
+                           attributes: list[list[onnx.AttributeProto]] | None = None) -> None:
+    """A model given as bytes or a proto has no folder to find external data in.
+    ``attributes``: the main graph's nodes' attributes, node by node, read already."""
+    tensors = ext._get_all_tensors(model) if attributes is None else _all_tensors(model, attributes)
+    for tensor in tensors:
         if ext.uses_external_data(tensor):
             raise ModelLoadError(f"{where}: tensor {tensor.name!r} keeps its data in an external file; "
                                  "load the model from its path so the file can be found")
+
+
+def _all_tensors(model: onnx.ModelProto, attributes: list[list[onnx.AttributeProto]]) -> Iterator[onnx.TensorProto]:
+    """``ext._get_all_tensors(model)``, in its order, with the main graph's attributes given."""
+    yield from model.graph.initializer
+    for attrs in attributes:
+        for a in attrs:
+            yield from ext._recursive_attribute_processor(a, ext._get_initializer_tensors_from_graph)
+    for attrs in attributes:
+        for a in attrs:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            yield from ext._recursive_attribute_processor(a, ext._get_attribute_tensors_from_graph)
+    for function in model.functions:
+        yield from ext._get_attribute_tensors_from_graph(function)
 
 
 def subgraph_depth(node: onnx.NodeProto) -> int:
@@ -109,8 +129,19 @@ def check_depth(node: onnx.NodeProto, name: str, where: str = "") -> None:
                              f"levels deep; graphexec supports at most {MAX_SUBGRAPH_DEPTH}")
 
 
-def check_text(model: onnx.ModelProto, where: str) -> None:
-    """Names must be text: protobuf hands over a name that is not valid UTF-8 as bytes."""
+Fields = tuple[onnx.NodeProto, str, str, str, list[str], list[str], list[onnx.AttributeProto]]
+
+
+def fields_of(n: onnx.NodeProto) -> Fields:
+    """(node, name, op_type, domain, inputs, outputs, attributes) as the proto gives them,
+    each read once: every read of a protobuf field makes a new wrapper object, and the
+    checks and the IR node read the same fields of every node (five times over, at load)."""
+    return n, n.name, n.op_type, n.domain, list(n.input), list(n.output), list(n.attribute)
+
+
+def check_text(model: onnx.ModelProto, where: str, fields: list[Fields] | None = None) -> None:
+    """Names must be text: protobuf hands over a name that is not valid UTF-8 as bytes.
+    ``fields``: the main graph's nodes as ``fields_of`` read them."""
     def bad(what: str, value: object) -> ModelLoadError:
         return ModelLoadError(f"{where}: not a valid ONNX file: {what} {value!r} is not UTF-8 text")
 
@@ -120,7 +151,7 @@ def check_text(model: onnx.ModelProto, where: str) -> None:
     for p in model.metadata_props:
         if not isinstance(p.key, str) or not isinstance(p.value, str):
             raise bad("metadata entry", p.key)
-    graphs = [model.graph]
+    graphs, rows = [model.graph], fields
     while graphs:  # depth was checked first, so this list stays small
         g = graphs.pop()
         if not isinstance(g.name, str):
@@ -128,11 +159,15 @@ def check_text(model: onnx.ModelProto, where: str) -> None:
         for vi in (*g.input, *g.output, *g.value_info, *g.initializer):
             if not isinstance(vi.name, str):
                 raise bad("value name", vi.name)
-        for n in g.node:
-            for text in (n.name, n.op_type, n.domain, *n.input, *n.output):
-                if not isinstance(text, str):
-                    raise bad(f"a field of node {n.name!r}", text)
-            graphs.extend(sub for a in n.attribute for sub in ([a.g] if a.HasField("g") else list(a.graphs)))
+        for _, name, op, domain, ins, outs, attrs in (map(fields_of, g.node) if rows is None else rows):
+            try:   # str + bytes raises: one C call per field list instead of an isinstance per name
+                name + op + domain + "".join(ins) + "".join(outs)
+            except TypeError:
+                for text in (name, op, domain, *ins, *outs):
+                    if not isinstance(text, str):
+                        raise bad(f"a field of node {name!r}", text) from None
+            graphs.extend(sub for a in attrs for sub in ([a.g] if a.HasField("g") else list(a.graphs)))
+        rows = None
 
 
 @dataclass(frozen=True)
@@ -163,30 +198,28 @@ def _schema(op: str, domain: str, version: int) -> _Facts | None:
 def schema_problem(node: onnx.NodeProto, opsets: dict[str, int]) -> str | None:
     """What the op's schema forbids in ``node`` (input/output count, a required input left out,
     an attribute of the wrong type), or None; ops without a schema are the kernels' business."""
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    facts = _schema(node.op_type, domain, opsets.get(domain, 1))
+    return fields_problem(node.op_type, node.domain, node.input, node.output, node.attribute, opsets)
+
+
+def fields_problem(op: str, domain: str, inputs: Sequence[str], outputs: Sequence[str],
+                   attributes: Sequence[onnx.AttributeProto], opsets: dict[str, int]) -> str | None:
+    """``schema_problem`` of a node's fields (``fields_of``)."""
+    domain = "" if domain == "ai.onnx" else domain
+    facts = _schema(op, domain, opsets.get(domain, 1))
     if facts is None:
         return None
-    for what, names, (low, high) in (("inputs", node.input, facts.inputs), ("outputs", node.output, facts.outputs)):
+    for what, names, (low, high) in (("inputs", inputs, facts.inputs), ("outputs", outputs, facts.outputs)):
         if not low <= len(names) <= high:
             span = f"{low}" if low == high else f"{low} to {high}" if high < 2**31 - 1 else f"at least {low}"
-            return f"has {len(names)} {what}; {node.op_type}-{facts.since} takes {span}"
-    inputs = node.input
+            return f"has {len(names)} {what}; {op}-{facts.since} takes {span}"
     for i, formal in facts.required:
         if i < len(inputs) and not inputs[i]:
-            return f"leaves out input {i} ({formal!r}), which {node.op_type} requires"
-    for a in node.attribute:
+            return f"leaves out input {i} ({formal!r}), which {op} requires"
+    for a in attributes:
         want_type = facts.attrs.get(a.name, 0)
         if want_type and a.type and a.type != want_type and not a.ref_attr_name:
             return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want_type)}"
     return None
-
-
-def check_schema(node: onnx.NodeProto, name: str, opsets: dict[str, int], where: str) -> None:
-    """Raise ModelLoadError when the op's schema forbids what ``node`` does (see schema_problem)."""
-    problem = schema_problem(node, opsets)
-    if problem:
-        raise ModelLoadError(f"{where}: node {name} ({node.op_type}) {problem}")
 
 
 def _type_name(t: int) -> str:
