@@ -268,5 +268,7 @@ def prime_views(ctx: ExecContext) -> None:
         root, _ = ctx.tasks.locate(name)
         if root in ctx.where and ctx.graph.values[name].type.is_static:
             ctx._read(name)
-    for name in ctx.where:
-        ctx._read(name)
+    views, view = ctx.views, ctx.device.view
+    for name, loc in ctx.where.items():   # roots: ``_read``'s first case, without its lookups
+        if name not in views:
+            views[name] = view(loc.ptr, loc.dtype, loc.shape)

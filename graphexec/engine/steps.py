@@ -44,7 +44,7 @@ class Steps:
         self.ctx: ExecContext = ctx   # the running replay's context, for the ends that store
         n = len(kernels)
         self.starts: list[Callable[[], Any]] = [_nothing] * n
-        self.ends: list[Callable[[Any], None]] = [_drop] * n
+        self.ends: list[Callable[[Any], None] | None] = [None] * n   # None: ``_store``, a direct step's
         self.outs: list[Any] = [_NEVER] * n
         self.runners: list[NodeRunner | None] = [None] * n
         self.args: list[tuple[Any, ...]] = [()] * n
@@ -58,22 +58,27 @@ class Steps:
         runner = ctx.runners.get(task.id)
         if type(runner) is not NodeRunner or runner.fn is None or runner.uses_fallback:
             return False
-        reads = set(task.reads)
-        args = []
+        views, reads = ctx.views, task.reads
+        args: list[Any] = []
         for name in runner.node.inputs:
-            if name and name not in reads:
-                return False
-            try:
-                args.append(ctx.read(name) if name else None)
-            except KernelError:   # a host value, or one a run allocates: read when it runs
-                return False
+            if not name:
+                args.append(None)
+                continue
+            v = views.get(name)
+            if v is None:
+                if name not in reads:
+                    return False
+                try:
+                    v = ctx._read(name)
+                except KernelError:   # a host value, or one a run allocates: read when it runs
+                    return False
+            args.append(v)
         out = ctx.read(task.writes[0]) if runner.takes_out and task.id in ctx.direct and len(task.writes) == 1 \
             else None
         kw = {} if out is None else {"out": out}
         bound = None if runner.bind is None else runner.bind(runner.ctx, *args, **kw)
         self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)
         self.outs[i] = _NEVER if out is None else out
-        self.ends[i] = partial(self._store, i)
         self.runners[i], self.args[i] = runner, tuple(args)
         return True
 
@@ -125,7 +130,11 @@ class Steps:
             res = results[~s]
             results[~s] = None
             if res is not outs[~s]:
-                ends[~s](res)
+                end = ends[~s]
+                if end is None:
+                    self._store(~s, res)
+                else:
+                    end(res)
                 if ctx.views is not views:   # a run-time allocation: later reads look again
                     views = ctx.views
                     self._plain_after(tape, k)
@@ -141,7 +150,3 @@ class Steps:
 
 def _nothing() -> None:
     """A placeholder start, replaced in ``Steps.__init__``."""
-
-
-def _drop(_: Any) -> None:
-    """A placeholder end, replaced in ``Steps.__init__``."""

@@ -131,8 +131,8 @@ class DeviceMemory:
         dtype = np.dtype(dtype)
         if dtype.hasobject or dtype.itemsize == 0:
             raise invalid_value(f"device memory holds bytes, not {dtype} values")
-        n = math.prod(shape) * dtype.itemsize
-        return self.bytes_at(ptr, n).view(dtype).reshape(shape)
+        seg, off = self.segment(ptr, math.prod(shape) * dtype.itemsize)
+        return np.ndarray(shape, dtype, seg.data, off)   # one call for what slicing, view and reshape make
 
     def live(self) -> list[Segment]:
         return [self._segments[b] for b in self._bases]
