@@ -10,6 +10,8 @@ not only those within one pair of streams (GE, XLA).
 
 from __future__ import annotations
 
+import heapq
+
 from graphexec.plan.clocks import Clocks
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import AnyTask, EventTask, TaskGraph, TaskKind
@@ -49,7 +51,7 @@ def insert_events(tasks: TaskGraph, stream_of: list[int], policy: str = "single"
     crossing = 0
     for v in tasks.tasks:
         s = stream_of[v.id]
-        preds = sorted((p for p in tasks.deps.get(v.id, ()) if stream_of[p] != s), key=lambda p: -p)
+        preds = sorted([p for p in tasks.deps.get(v.id, ()) if stream_of[p] != s], reverse=True)   # ids are distinct
         crossing += len(preds)
         for u in preds:  # latest producer first: its clock may imply the others
             if clocks.current(s, stream_of[u]) > clocks.pos[u]:
@@ -110,24 +112,22 @@ def reuse_event_ids(order: list[tuple[TaskKind, int] | None]) -> list[int]:
     for i, t in enumerate(order):
         if t is not None and t[0] is TaskKind.EVENT_WAIT:
             last_wait[t[1]] = i
-    free: list[int] = []
-    busy: list[tuple[int, int]] = []  # (release index, id)
+    free: list[int] = []              # a heap: the smallest free id is taken first
+    busy: list[tuple[int, int]] = []  # a heap of (release index, id)
     logical_to_id: dict[int, int] = {}
     ids: list[int] = []
     n = 0
     for i, t in enumerate(order):
-        busy.sort()
         while busy and busy[0][0] < i:
-            free.append(busy.pop(0)[1])
+            heapq.heappush(free, heapq.heappop(busy)[1])
         if t is None:
             continue
         kind, event = t
         if kind is TaskKind.EVENT_RECORD:
-            free.sort()
-            eid = free.pop(0) if free else n
+            eid = heapq.heappop(free) if free else n
             n += eid == n
             logical_to_id[event] = eid
-            busy.append((last_wait.get(event, i), eid))
+            heapq.heappush(busy, (last_wait.get(event, i), eid))
         ids.append(logical_to_id[event])
     return ids
 

@@ -158,13 +158,13 @@ def list_schedule(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[
             succs[p].append(c)
     rank = [0.0] * len(tasks.tasks)
     for t in reversed(tasks.tasks):
-        rank[t.id] = dur[t.id] + max((rank[s] for s in succs[t.id]), default=0.0)
+        rank[t.id] = dur[t.id] + max(map(rank.__getitem__, succs[t.id]), default=0.0)
     finish = [0.0] * len(tasks.tasks)
     free = [0.0] * limit
     stream_of = [0] * len(tasks.tasks)
     # tasks are in topological order; rank order within that keeps dependencies first
     for t in sorted(tasks.tasks, key=lambda t: (-rank[t.id], t.id)):
-        ready = max((finish[p] for p in tasks.deps.get(t.id, ())), default=0.0)
+        ready = max(map(finish.__getitem__, tasks.deps.get(t.id, ())), default=0.0)
         s = _earliest(free, ready)
         finish[t.id] = max(free[s], ready) + dur[t.id]
         free[s] = finish[t.id]
