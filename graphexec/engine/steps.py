@@ -22,6 +22,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+import numpy as np
+
 from graphexec.engine.executor import ExecContext
 from graphexec.engine.replay import Tape
 from graphexec.errors import KernelError
@@ -48,6 +50,7 @@ class Steps:
         self.outs: list[Any] = [_NEVER] * n
         self.runners: list[NodeRunner | None] = [None] * n
         self.args: list[tuple[Any, ...]] = [()] * n
+        self.into: list[Any] = [None] * n   # a direct step's one output's planned view, if it has one
         self.flips = NodeRunner.flips
         # the plain steps, given their KernelCalls at the first replay: a call holds its run's
         # context, and a plan that only ever runs timing-only should hold none
@@ -80,6 +83,7 @@ class Steps:
         self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)
         self.outs[i] = _NEVER if out is None else out
         self.runners[i], self.args[i] = runner, tuple(args)
+        self.into[i] = out if out is not None or runner._single is None else views.get(runner._single)
         return True
 
     def plain(self, i: int) -> None:
@@ -90,7 +94,13 @@ class Steps:
         self.runners[i] = None
 
     def _store(self, i: int, res: Any) -> None:
-        """The end of a direct step whose kernel did not return its output's view."""
+        """The end of a direct step whose kernel did not return its output's view: an array
+        that fits the one output's planned view is copied in (``ExecContext.write``'s case
+        for it), anything else goes through the plain store."""
+        view = self.into[i]
+        if type(res) is np.ndarray and view is not None and res.shape == view.shape and res.dtype == view.dtype:
+            view[...] = res
+            return
         runner = self.runners[i]
         assert runner is not None   # only direct steps end here
         self.ctx.call(self.kernels[i]).store(runner.outputs(res))
