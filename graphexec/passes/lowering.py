@@ -19,7 +19,7 @@ import numpy as np
 
 from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
-from graphexec.kernels.cost import cube_dtype, node_cost
+from graphexec.kernels.cost import Cost, cube_dtype, node_cost
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.concat_slices import no_task_concats
@@ -64,6 +64,7 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
     deps: dict[int, set[int]] = {}
     runners: dict[int, Runner] = {}
     writers: dict[str, set[int]] = {}
+    costs: dict[tuple, tuple[Cost, str]] = {}   # a standard op's cost and dtype by its types (``_kernel_task``)
     for node in graph.nodes:
         outs = [o for o in node.outputs if o]
         if node.outputs[0] in views:
@@ -75,7 +76,7 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
         tid = len(tasks)
         runner = runners[tid] = NodeRunner(node, graph)
         reads = node.all_inputs
-        tasks.append(_kernel_task(tid, node, graph, runner, reads))
+        tasks.append(_kernel_task(tid, node, graph, runner, reads, costs))
         deps[tid] = set().union(*(writers.get(r, _NONE) for r in reads))
         for o in outs:
             writers[o] = {tid}
@@ -85,17 +86,34 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
     return TaskGraph(tasks, deps, *flatten_aliases({**tg.alias, **inplace}, tg.offset), inplace), runners
 
 
-def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: list[str]) -> Task:
-    in_shapes, in_bytes = _shapes(graph, node.inputs)
+def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: list[str],
+                 costs: dict[tuple, tuple[Cost, str]]) -> Task:
+    """The node's task. Its cost and compute dtype depend only on the op, the fallback, the
+    attributes and the inputs' and outputs' types, so a standard op without attributes
+    takes them from ``costs`` (keyed by the types' objects, which inference shares between
+    values alike): a long graph repeats a few kinds of node."""
     outs = [o for o in node.outputs if o]
-    out_shapes, out_bytes = _shapes(graph, outs)
-    cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback,
-                     node.domain)
+    key: tuple | None = None
+    known = None
+    if not node.domain and not node.attrs:
+        values = graph.values
+        key = (node.op, runner.uses_fallback, *[id(values[n].type) if n else 0 for n in node.inputs], -1,
+               *[id(values[n].type) for n in outs])
+        known = costs.get(key)
+    if known is None:
+        in_shapes, in_bytes = _shapes(graph, node.inputs)
+        out_shapes, out_bytes = _shapes(graph, outs)
+        cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback,
+                         node.domain)
+        known = (cost, _compute_dtype(graph, node, outs, cost.unit))
+        if key is not None:
+            costs[key] = known
+    cost, dtype = known
     kind = TaskKind.AICPU if cost.unit == "aicpu" else TaskKind.KERNEL
     if runs_on_device(node, graph):   # its cost is the opaque estimate timing-only runs use
         kind = TaskKind.CONTROL
     return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(reads)), tuple(outs), cost.unit,
-                cost.flops, cost.bytes, cost.block_dim, _compute_dtype(graph, node, outs, cost.unit), node)
+                cost.flops, cost.bytes, cost.block_dim, dtype, node)
 
 
 def _compute_dtype(graph: Graph, node: Node, outputs: list[str], unit: str) -> str:
