@@ -37,8 +37,8 @@ def plan_memory(graph: Graph, tasks: TaskGraph, schedule: Schedule, reuse: bool 
         entries.append(PlanEntry(name, cursor[region], size, region))
         cursor[region] += align(size)
 
-    read = {r for tk in tasks.tasks for r in tk.reads}
     consts = graph.constants
+    read = {r for tk in tasks.tasks for r in tk.reads} if consts else set()
     for name in consts:
         t = graph.values[name].type
         if t.is_static and name in read:
@@ -79,7 +79,8 @@ def _aliases(graph: Graph, tasks: TaskGraph, buffers: dict[str, PlanEntry]) -> l
     """An entry for every tensor a task touches that lives in another's planned bytes
     (views, in-place outputs, Concat slices), in the order tasks first touch them."""
     out = []
-    for name in dict.fromkeys(n for t in tasks.tasks for n in (*t.reads, *t.writes) if n):
+    alias = tasks.alias   # a name outside it is its own root
+    for name in dict.fromkeys(n for t in tasks.tasks for n in (*t.reads, *t.writes) if n in alias):
         root, off = tasks.locate(name)
         if root == name:
             continue
