@@ -109,10 +109,11 @@ class Compiled:
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
         self._call_list: list[Any] | None = None   # the same, in launch order, once a run has replayed
-        # a simulated run's tape log (``ExecContext.log``) and its kernels' start and end callables,
-        # made once: a partial and two bound methods per kernel and run were a tenth of its launch
+        # a simulated run's tape log (``ExecContext.log``) and, once the Python loop launches a run
+        # (``_simulate``), its kernels' start and end callables: a partial and two bound methods
+        # per kernel and run were a tenth of its launch; the compiled loop needs none of them
         self._log: dict[int, int | None] = {}
-        self._log_starts = [partial(self._log.setdefault, i, ~i) for i in range(len(self._kernels))]
+        self._log_starts: list[Callable[[], Any]] | None = None
         self._log_end = cast("Callable[[Any], None]", self._log.setdefault)
         self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
@@ -272,7 +273,7 @@ class Compiled:
                 replayed = self._tape if self._tape is not None and self._tape.fits(dev) else None
                 if not replayed:   # the tape's steps, recorded with no call per step
                     self._log.clear()
-                    ctx.log, ctx.starts, ctx.log_end = self._log, self._log_starts, self._log_end
+                    ctx.log, ctx.log_end = self._log, self._log_end
                 tape = replayed or self._simulate(ctx)
                 recorded = None if replayed else tape
                 if compute:
@@ -326,10 +327,19 @@ class Compiled:
         host_start = dev.host_t
         steps = self._run_on_core(ctx)
         if steps is None:
+            if ctx.log is self._log:
+                ctx.starts = self._starts()
             launch_all(ctx, self.schedule.order)
             dev.synchronize_device()
             steps = ctx.steps()
         return Tape(host_start, steps, dev.sim, list(dev.launches), dev.host_t)
+
+    def _starts(self) -> list[Callable[[], Any]]:
+        """Kernel ``i``'s start on the plan's tape log: ``setdefault(i, ~i)``, one bound method for all."""
+        if self._log_starts is None:
+            setdefault = self._log.setdefault
+            self._log_starts = [partial(setdefault, i, ~i) for i in range(len(self._kernels))]
+        return self._log_starts
 
     def _run_on_core(self, ctx: ExecContext) -> list[int] | None:
         """The same launch and synchronize by the compiled event loop (``runtime/sim_core.py``),
