@@ -83,7 +83,7 @@ class Steps:
         self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)
         self.outs[i] = _NEVER if out is None else out
         self.runners[i], self.args[i] = runner, tuple(args)
-        self.into[i] = out if out is not None or runner._single is None else views.get(runner._single)
+        self.into[i] = out if out is not None or runner.single is None else views.get(runner.single)
         return True
 
     def plain(self, i: int) -> None:

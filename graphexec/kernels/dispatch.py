@@ -31,7 +31,7 @@ class NodeRunner:
         self.bind = None if kdef is None else kdef.bind
         # only a single-output kernel that declares ``out=`` gets the output's device bytes
         named = [o for o in node.outputs if o]
-        self._single = named[0] if len(node.outputs) == 1 and named else None   # the common one-output case
+        self.single = named[0] if len(node.outputs) == 1 and named else None   # the one output, if the node has one
         self.takes_out = kdef is not None and kdef.out and len(named) == 1
         consts = tuple(bool(n) and n in graph.values and graph.values[n].const is not None for n in node.inputs)
         self.ctx = OpContext(node.op, node.attrs, graph.opsets.get(node.domain or "", 1),
@@ -73,8 +73,8 @@ class NodeRunner:
 
     def outputs(self, res: Any) -> dict[str, Any]:
         """The kernel's return value by output name."""
-        if type(res) is np.ndarray and self._single is not None:
-            return {self._single: res}
+        if type(res) is np.ndarray and self.single is not None:
+            return {self.single: res}
         # a 0-d result may come back as a numpy scalar: keep it an array
         return {o: np.asarray(v) if isinstance(v, np.generic) else v
                 for o, v in zip(self.node.outputs, as_outputs(res)) if o}
