@@ -14,7 +14,8 @@ The plain path stays the reference, and takes over a step wherever its assumptio
 a kernel that raises (the runner says what that means: its fallback, or a KernelError),
 a runner that turned to its fallback on another path (``NodeRunner.flips``), a run whose
 views switched to a private cache (a run-time allocation) for every step not begun yet,
-a kernel that returned something other than its output's view.
+a kernel that returned something other than its output's view. A host-fused chain's
+runner keeps its own call, on a dict of values built once (``_hold``).
 """
 
 from __future__ import annotations
@@ -28,16 +29,19 @@ from graphexec.engine.executor import ExecContext
 from graphexec.engine.replay import Tape
 from graphexec.errors import KernelError
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.passes.host_fusion import Done, FusedAffine, FusedConv
 from graphexec.plan.tasks import Task
 
 _NEVER = object()   # an ``outs`` entry no result is: the step's end always stores
+_HELD = (FusedConv, FusedAffine, Done)   # runners that read their values dict, never keep or change it
 
 
 class Steps:
     """The kernels' starts, ends and direct outputs in launch order, for one plan.
 
     ``runners[i]`` is the NodeRunner whose kernel ``starts[i]`` calls directly (its
-    arguments in ``args[i]``), None where the step is the plain ``KernelCall``'s.
+    arguments in ``args[i]``), None where the step is a runner's on a dict of values: held
+    (``held[i]``, made once) or the plain ``KernelCall``'s.
     """
 
     def __init__(self, ctx: ExecContext, kernels: list[Task]) -> None:
@@ -51,6 +55,7 @@ class Steps:
         self.runners: list[NodeRunner | None] = [None] * n
         self.args: list[tuple[Any, ...]] = [()] * n
         self.into: list[Any] = [None] * n   # a direct step's one output's planned view, if it has one
+        self.held = [False] * n   # the steps ``_hold`` made
         self.flips = NodeRunner.flips
         # the plain steps, given their KernelCalls at the first replay: a call holds its run's
         # context, and a plan that only ever runs timing-only should hold none
@@ -86,12 +91,28 @@ class Steps:
         self.into[i] = out if out is not None or runner.single is None else views.get(runner.single)
         return True
 
+    def _hold(self, i: int, ctx: ExecContext) -> bool:
+        """Make step ``i`` a host-fused chain's runner called on its values as they stand: the
+        dict ``KernelCall.compute`` would build every run, built once (those runners only
+        read it); its end is the plain store."""
+        task = self.kernels[i]
+        runner = ctx.runners.get(task.id)
+        views = ctx.views
+        if runner is None or type(runner) not in _HELD or any(n not in views for n in task.reads):
+            return False
+        call = ctx.call(task)
+        out = None if call.out is None else views.get(call.out)
+        self.starts[i], self.ends[i], self.outs[i] = partial(runner, {n: views[n] for n in task.reads}, out), \
+            call.store, _NEVER
+        self.held[i] = True
+        return True
+
     def plain(self, i: int) -> None:
         """Step ``i`` as ``KernelCall.compute`` and ``store``: the plan's KernelCall (the context's
         ``calls`` are the plan's, which every run rebinds)."""
         call = self.ctx.call(self.kernels[i])
         self.starts[i], self.ends[i], self.outs[i] = call.compute, call.store, _NEVER
-        self.runners[i] = None
+        self.runners[i], self.held[i] = None, False
 
     def _store(self, i: int, res: Any) -> None:
         """The end of a direct step whose kernel did not return its output's view: an array
@@ -120,7 +141,8 @@ class Steps:
         """Run the kernels' starts and ends in the order of the tape's steps."""
         self.ctx = ctx
         for i in self._unbound:
-            self.plain(i)
+            if not self._hold(i, ctx):
+                self.plain(i)
         self._unbound = []
         if self.flips != NodeRunner.flips:   # a runner turned to its fallback since
             self.flips = NodeRunner.flips
@@ -154,7 +176,7 @@ class Steps:
         were taken from the plan's cache, which this run no longer uses."""
         starts = tape.starts
         for i, runner in enumerate(self.runners):
-            if runner is not None and starts[i] > k:
+            if (runner is not None or self.held[i]) and starts[i] > k:
                 self.plain(i)
 
 
