@@ -1,34 +1,14 @@
-"""The array conflict search in small chunks, and best fit stopped at a cap, against the
-plain forms in test_pass_fast_paths (the search chunk by chunk must list the same pairs
-and stop at the same budget; a capped placement is the full one or provably no better)."""
+"""Best fit stopped at a cap against the plain form in test_pass_fast_paths (a capped
+placement is the full one or provably no better), and the array conflict search's empty
+cases; the search in small chunks is test_pass_fast_paths' conflicts test."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from test_pass_fast_paths import CASES, _items, _schedules, ref_best_fit, ref_conflicts
+from test_pass_fast_paths import CASES, _items, _schedules, ref_best_fit
 
-from graphexec.passes import conflict_pairs as cp
 from graphexec.passes import pool_offsets as po
-
-
-@settings(max_examples=30, deadline=None)
-@given(**CASES, chunk=st.sampled_from([1, 2, 7, 64]), budget=st.sampled_from([None, 0, 3, 25]))
-def test_chunked_search_equals_the_plain_search(seed, n, streams, split, chunk, budget):
-    with pytest.MonkeyPatch.context() as mp:
-        compiled, fast, plain = _schedules(seed, n, streams, split, mp)
-        items = _items(compiled, fast)
-        mp.setattr(cp, "CHUNK", chunk)   # blocks of one item's uses, pairs expanded a few at a time
-        try:
-            ref = ref_conflicts(items, plain, budget)
-        except po.TooDense:
-            with pytest.raises(po.TooDense):
-                po.conflicts(items, fast, budget)
-            return
-        assert po.conflicts(items, fast, budget) == ref
-        lanes = [s for s in range(len(fast.streams)) if s % 2]   # a pool of some streams only
-        assert po.conflicts(items, fast, streams=lanes) == ref_conflicts(items, plain, streams=lanes)
 
 
 @settings(max_examples=30, deadline=None)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import graphexec as gx
 import graphexec.passes.event_insertion as ei
+from graphexec.passes import conflict_pairs as cp
 from graphexec.passes import pool_offsets as po
 from graphexec.passes.lifetimes import lifetimes
 from graphexec.plan.memory import align
@@ -163,12 +164,21 @@ def _items(compiled, schedule):
     return list(lifetimes(tasks, schedule, sizes).values())
 
 
-@settings(max_examples=40, deadline=None)
-@given(**CASES, budget=st.sampled_from([None, 0, 5, 40]))
-def test_conflicts_and_best_fit_equal_the_plain_search(seed, n, streams, split, budget):
+@settings(max_examples=60, deadline=None)
+@given(**CASES, budget=st.sampled_from([None, 0, 5, 40]), chunk=st.sampled_from([None, 1, 2, 7, 64]))
+def test_conflicts_and_best_fit_equal_the_plain_search(seed, n, streams, split, budget, chunk):
+    """``chunk``: the array search's cells at a time (blocks of one item's uses, pairs
+    expanded a few at a time), or its default."""
     with pytest.MonkeyPatch.context() as mp:
         compiled, fast, plain = _schedules(seed, n, streams, split, mp)
     items = _items(compiled, fast)
+    with pytest.MonkeyPatch.context() as mp:
+        if chunk is not None:
+            mp.setattr(cp, "CHUNK", chunk)
+        _same_conflicts(items, fast, plain, budget)
+
+
+def _same_conflicts(items, fast, plain, budget):
     try:
         ref = ref_conflicts(items, plain, budget)
     except po.TooDense:
@@ -178,6 +188,8 @@ def test_conflicts_and_best_fit_equal_the_plain_search(seed, n, streams, split, 
     assert po.conflicts(items, fast, budget) == ref
     lane = [0] if len(fast.streams) else None   # the per-stream form (lanes) too
     assert po.conflicts(items, fast, streams=lane) == ref_conflicts(items, plain, streams=lane)
+    lanes = [s for s in range(len(fast.streams)) if s % 2]   # a pool of some streams only
+    assert po.conflicts(items, fast, streams=lanes) == ref_conflicts(items, plain, streams=lanes)
     for order in po.HEURISTICS.values():
         assert po.best_fit(items, ref, order) == ref_best_fit(items, ref, order)
 
