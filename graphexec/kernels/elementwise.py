@@ -124,6 +124,7 @@ _UNARY_FLOAT: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Acosh": np.arccosh, "Atanh": np.arctanh,
 }
 RELU_BLOCK = 1 << 15   # elements per piece of a big Relu: its constant (128 KiB of float32) stays in L2
+RELU_SMALL = 4096      # below this many elements, Relu is numpy's array-and-scalar maximum
 
 
 def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -133,7 +134,7 @@ def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     the tensor, a third stream from memory: a Relu right after its conv (SqueezeNet's
     64x111x111) 290 -> 165 us. The same loop on every element, so the same values."""
     n = x.size
-    if n < 4096:
+    if n < RELU_SMALL:
         return np.maximum(x, 0, out=out)
     if n < 2 * RELU_BLOCK or not x.flags.c_contiguous \
             or (out is not None and (not out.flags.c_contiguous or out.shape != x.shape)):
@@ -173,7 +174,11 @@ def _unary(op: str, f: Callable[..., np.ndarray], kinds: str) -> None:
         if not _accepts(op, kinds, x):
             return None
         into = out if out is not None and out.dtype == x.dtype and out.shape == x.shape else None
-        return None if into is None and x.ndim == 0 else partial(f, x, out=into)   # a 0-d result: kernel's asarray
+        if into is None and x.ndim == 0:   # a 0-d result: the kernel's asarray
+            return None
+        if f is relu and x.size < RELU_SMALL:   # relu's small case: the ufunc itself
+            return partial(np.maximum, x, 0, out=into)
+        return partial(f, x, out=into)
 
     kernel.__name__ = kernel.__qualname__ = op.lower()
     register(op, out=True, bind=bind)(kernel)
