@@ -118,8 +118,8 @@ class Compiled:
         self._needs: object = _UNKNOWN     # needs_values, once known
         self._prepare()
         # each kernel's replay step, made with the plan where a session owns it (``engine/steps.py``);
-        # a body's or a card's plan makes them at its first replay, if it ever replays
-        self._steps = self._make_steps() if device is None and not self.controls else None
+        # a body's or a card's plan makes them at its first replay on one thread, if it ever has one
+        self._steps = self._make_steps() if device is None and not self.controls and opts.threads == 1 else None
         plan = self.memory_plan
         self.activation_sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None
                                  and e.region == "activation"}   # the executed live peak's tensors
@@ -312,7 +312,7 @@ class Compiled:
             else:
                 if self._call_list is None:   # the KernelCalls stay from run to run (``_run`` rebinds them)
                     self._call_list = [ctx.call(t) for t in self._kernels]
-                replay(ctx, self._kernels, tape, self._call_list)
+                replay(ctx, tape, self._call_list)
         tape.restore(ctx.device)
 
     def _make_steps(self) -> Steps:

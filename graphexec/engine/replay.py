@@ -21,7 +21,6 @@ from functools import cached_property
 from typing import Any
 
 from graphexec.engine.executor import ExecContext, KernelCall
-from graphexec.plan.tasks import Task
 
 
 @dataclass
@@ -90,20 +89,11 @@ def _plain(cls: Any) -> bool:
     return known
 
 
-def replay(ctx: ExecContext, kernels: list[Task], tape: Tape, calls: list[KernelCall] | None = None) -> None:
-    """Run the kernels' starts and ends in the order of the tape's steps; ``calls``: the
-    kernels' ``ctx.call``, when the caller keeps them."""
-    if calls is None:
-        calls = [ctx.call(t) for t in kernels]
+def replay(ctx: ExecContext, tape: Tape, calls: list[KernelCall]) -> None:
+    """Run the kernels' starts and ends in the order of the tape's steps, through their
+    KernelCalls and the run's ``overlap`` (kernels computing on a thread pool; a run on one
+    thread replays through ``engine/steps.py``)."""
     results: list[Any] = [None] * len(calls)
-    if ctx.overlap is None:   # begin and finish are compute and store: call them directly
-        for s in tape.steps:
-            if s >= 0:
-                results[s] = calls[s].compute()
-            else:
-                calls[~s].store(results[~s])
-                results[~s] = None
-        return
     for s in tape.steps:
         if s >= 0:
             results[s] = calls[s].begin()

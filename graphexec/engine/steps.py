@@ -127,15 +127,16 @@ class Steps:
         self.ctx.call(self.kernels[i]).store(runner.outputs(res))
 
     def failed(self, i: int, exc: Exception) -> Any:
-        """Step ``i``'s kernel raised ``exc``: what its runner makes of it (the fallback's
-        outputs, or a KernelError); the step is plain from now on."""
+        """Step ``i``'s kernel raised ``exc``: what its runner makes of it. Bad values are its
+        KernelError, and the step stays direct for the next run's values; a case the kernel
+        does not serve is the fallback's outputs, and the step is plain from now on."""
         runner = self.runners[i]
         if runner is None:
             raise exc
         args = list(self.args[i])
-        values = {n: v for n, v in zip(runner.node.inputs, args) if n}
+        outputs = runner.recover(exc, {n: v for n, v in zip(runner.node.inputs, args) if n}, args)
         self.plain(i)
-        return runner.recover(exc, values, args)
+        return outputs
 
     def replay(self, ctx: ExecContext, tape: Tape) -> None:
         """Run the kernels' starts and ends in the order of the tape's steps."""

@@ -238,6 +238,21 @@ def test_bad_values_are_the_plain_paths_kernel_error(monkeypatch):
     assert messages[0] == messages[1] and "kernel Relu failed on inputs (4,): boom" in messages[0]
 
 
+def test_bad_values_leave_the_step_direct_for_the_next_run():
+    def picky(ctx, x, out=None):
+        if x[0] < 0:
+            raise ValueError("negative first")
+        return np.maximum(x, 0, out=out)
+
+    with _relu_fn(picky):
+        session = gx.Session(_chain())
+        with pytest.raises(KernelError, match="negative first"):
+            session.run(FEEDS)
+        good = {"x": np.abs(FEEDS["x"])}
+        np.testing.assert_array_equal(session.run(good).outputs["v3"], good["x"])
+        assert all(r is not None for r in session.compile(FEEDS)._steps.runners)
+
+
 def test_a_run_time_allocation_sends_later_steps_down_the_plain_path(monkeypatch):
     """A Relu that returns float64 for its float32 value: the store allocates at run time and
     the run's views go private; the Neg and Abs after it, had they kept the planned view of
