@@ -108,7 +108,7 @@ class Compiled:
         self._where: dict[str, Location] = {}
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
-        self._call_list: list[Any] | None = None   # the same, in launch order, once a run has replayed
+        self._call_list: list[Any] | None = None   # the same, in launch order, once a threaded run has replayed
         # a simulated run's tape log (``ExecContext.log``) and, once the Python loop launches a run
         # (``_simulate``), its kernels' start and end callables: a partial and two bound methods
         # per kernel and run were a tenth of its launch; the compiled loop needs none of them
