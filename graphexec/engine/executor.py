@@ -104,6 +104,10 @@ class ExecContext(LaunchContext):
         return DeviceTask("control", self.streams[self.stream_of[task.id]], self.prefix + task.name, unit="",
                           meta={"task": task, "control": run})
 
+    def direct_out(self, task: Task) -> str | None:
+        """The output ``task`` may compute into (its one write, where ``direct`` allows)."""
+        return task.writes[0] if task.id in self.direct and len(task.writes) == 1 else None
+
     def call(self, task: Task) -> "KernelCall":
         """The one KernelCall of ``task`` in this run."""
         c = self.calls.get(task.id)
@@ -180,7 +184,7 @@ class KernelCall:
 
     def __init__(self, ctx: ExecContext, task: Task, index: int) -> None:
         self.ctx, self.task, self.index = ctx, task, index
-        self.out = task.writes[0] if task.id in ctx.direct and len(task.writes) == 1 else None
+        self.out = ctx.direct_out(task)
         self.pending: Any = None
 
     def compute(self, direct: bool = True, scratch: Any = None) -> dict[str, Any]:

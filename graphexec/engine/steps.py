@@ -81,8 +81,8 @@ class Steps:
                 except KernelError:   # a host value, or one a run allocates: read when it runs
                     return False
             args.append(v)
-        out = ctx.read(task.writes[0]) if runner.takes_out and task.id in ctx.direct and len(task.writes) == 1 \
-            else None
+        written = ctx.direct_out(task)
+        out = ctx.read(written) if runner.takes_out and written is not None else None
         kw = {} if out is None else {"out": out}
         bound = None if runner.bind is None else runner.bind(runner.ctx, *args, **kw)
         self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)

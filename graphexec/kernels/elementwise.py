@@ -173,7 +173,7 @@ def _unary(op: str, f: Callable[..., np.ndarray], kinds: str) -> None:
         """``kernel`` on fixed arrays: the ufunc alone, its checks done here."""
         if not _accepts(op, kinds, x):
             return None
-        into = out if out is not None and out.dtype == x.dtype and out.shape == x.shape else None
+        into = _into(out, x.dtype, x)
         if into is None and x.ndim == 0:   # a 0-d result: the kernel's asarray
             return None
         if f is relu and x.size < RELU_SMALL:   # relu's small case: the ufunc itself
@@ -287,6 +287,13 @@ def _binary(op: str, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: s
         return f(a, b)
 
 
+def _by_channels(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether one operand of a big broadcast repeats along the other's last axis, which
+    ``channels.call`` runs (numpy's small buffer makes that slow)."""
+    return a.shape != b.shape and bool(a.ndim and b.ndim) and a.shape[-1] != b.shape[-1] \
+        and min(a.size, b.size) > 1 and max(a.size, b.size) >= BROADCAST_MIN
+
+
 def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.ndarray], kinds: str,
            since: int) -> None:
     """Add/Sub/Mul/Div into ``out`` when it fits, registered without ``_kernel``'s generic
@@ -300,9 +307,8 @@ def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.nd
         if out is not None and out.dtype == d:
             shape = a.shape if a.shape == b.shape else _broadcast((a.shape, b.shape))
             into = out if out.shape == shape else None
-        if a.shape != b.shape and a.ndim and b.ndim and a.shape[-1] != b.shape[-1] and min(a.size, b.size) > 1 \
-                and max(a.size, b.size) >= BROADCAST_MIN and (op != "Div" or d.kind == "f"):
-            with np.errstate(all="ignore"):   # one operand repeats along the last axis: numpy's small buffer
+        if _by_channels(a, b) and (op != "Div" or d.kind == "f"):
+            with np.errstate(all="ignore"):
                 return channels.call(ufunc, a, b, into)
         if is_quiet():
             res = ufunc(a, b, out=into) if op != "Div" or d.kind == "f" else f(a, b)
@@ -316,12 +322,9 @@ def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.nd
         d = a.dtype
         if not _accepts(op, kinds, a, b) or (op == "Div" and d.kind != "f") or (a.ndim == 0 and b.ndim == 0):
             return None
-        shape = a.shape if a.shape == b.shape else _broadcast((a.shape, b.shape))
-        if shape is None or (a.shape != b.shape and a.shape[-1:] != b.shape[-1:] and min(a.size, b.size) > 1
-                             and max(a.size, b.size) >= BROADCAST_MIN):   # kernel's channels.call case
-            return None
-        into = out if out is not None and out.dtype == d and out.shape == shape else None
-        return partial(ufunc, a, b, out=into)
+        if (a.shape != b.shape and _broadcast((a.shape, b.shape)) is None) or _by_channels(a, b):
+            return None   # the ufunc's error, or the kernel's channels.call
+        return partial(ufunc, a, b, out=_into(out, d, a, b))
 
     kernel.__name__ = kernel.__qualname__ = op.lower()
     register(op, since=since, out=True, bind=bind)(kernel)
