@@ -23,6 +23,7 @@ BENCHMARKS = {
     "multi_device.py": ["model", "mode"],
     "sweep.py": ["model", "tasks"],
     "eager_overhead.py": ["case", "tasks"],
+    "fidelity.py": ["kind", "/"],
 }
 
 

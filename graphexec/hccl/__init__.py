@@ -21,6 +21,7 @@ Example (an 8-card all-reduce):
 from __future__ import annotations
 
 from graphexec.errors import HcclError
+from graphexec.hccl._algo import collective_us
 from graphexec.hccl._coll import all_gather, all_reduce, broadcast, recv, reduce_scatter, send
 from graphexec.hccl._comm import Comm, comm_destroy, comm_init_all, get_rank_id, get_rank_size
 from graphexec.hccl._types import (
@@ -54,7 +55,7 @@ from graphexec.hccl._types import (
 )
 
 __all__ = [
-    "HcclError", "Comm", "comm_init_all", "comm_destroy", "get_rank_size", "get_rank_id",
+    "HcclError", "Comm", "collective_us", "comm_init_all", "comm_destroy", "get_rank_size", "get_rank_id",
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
     "HCCL_DATA_TYPE_INT8", "HCCL_DATA_TYPE_INT16", "HCCL_DATA_TYPE_INT32", "HCCL_DATA_TYPE_FP16",
     "HCCL_DATA_TYPE_FP32", "HCCL_DATA_TYPE_INT64", "HCCL_DATA_TYPE_UINT64", "HCCL_DATA_TYPE_UINT8",

@@ -30,12 +30,15 @@ DEVICES_TOPO_SYS = 0x10
 DEVICES_TOPO_SIO = 0x20
 DEVICES_TOPO_HCCS_SW = 0x40
 
-LinkKind = Literal["HCCS", "HCCS_SW", "PCIe", "PHB", "SYS", "SIO", "RDMA"]
+LinkKind = Literal["HCCS", "HCCS_SW", "PCIe", "PHB", "SYS", "SIO", "RDMA", "NVLink"]
 _TOPO = {"HCCS": DEVICES_TOPO_HCCS, "HCCS_SW": DEVICES_TOPO_HCCS_SW, "PCIe": DEVICES_TOPO_PIX,
          "PHB": DEVICES_TOPO_PHB, "SYS": DEVICES_TOPO_SYS, "SIO": DEVICES_TOPO_SIO,
          # RDMA leaves the PCIe tree through a NIC; the API has no value for it, so the
          # farthest relation it names (assumption).
-         "RDMA": DEVICES_TOPO_SYS}
+         "RDMA": DEVICES_TOPO_SYS,
+         # a GPU's NVLink reaches its peers through a switch (NVSwitch), the API's nearest relation
+         # (assumption: ACL names no NVLink)
+         "NVLink": DEVICES_TOPO_HCCS_SW}
 Latency = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
 Index = Annotated[int, Field(strict=True)]
 

@@ -329,3 +329,18 @@ def test_a_collective_another_rank_never_joins_times_out_at_synchronize(fresh):
     with pytest.raises(acl.AclError) as e:
         acl.synchronize_stream(streams[0])
     assert e.value.code == 507046 and "can never finish" in str(e.value)
+
+
+@pytest.mark.parametrize("system,p,n", [("dgx-a100", 2, 32), ("dgx-a100", 8, MiB), ("atlas800t-a2", 8, MiB),
+                                        ("atlas800-910", 4, 64 * 1024)])
+def test_collective_us_is_what_a_real_all_reduce_takes(fresh, system, p, n):
+    """``hccl.collective_us`` (no data emulated) times what a real call takes once every rank is there."""
+    devices = list(range(p))
+    comms, streams = _setup(system, devices)
+    bufs = [_put(r, np.ones(n // 4, np.float32)) for r in devices]
+    for r in devices:
+        hccl.all_reduce(bufs[r], bufs[r], n // 4, FP32, SUM, comms[r], streams[r])
+    _sync(devices)
+    assert hccl.collective_us("all_reduce", n, system, devices) == pytest.approx(_took(devices), rel=1e-9)
+    with pytest.raises(ValueError, match="unknown collective"):
+        hccl.collective_us("all_to_all", n, system, devices)
