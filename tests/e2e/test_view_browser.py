@@ -17,7 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "inception_block.onnx"
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")
+INSTALL = "sudo apt-get update && sudo apt-get install -y chromium"   # Debian/Ubuntu; .ci/run does this
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason=f"headless Chromium is not installed; to run these: {INSTALL}")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
          "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=2000"]
 
