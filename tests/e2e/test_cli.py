@@ -124,3 +124,13 @@ def test_plan_shows_streams_events_and_memory():
 def test_compare_bad_stream_list():
     p = cli("compare", str(MODEL), "--streams", "1,x")
     assert p.returncode == 2 and p.stderr.strip() == "graphexec: error: --streams 'x': must be an integer >= 1 or 'auto'"
+
+
+def test_python_m_graphexec_is_the_same_command_line():
+    """`python -m graphexec` and the checkout's cli.py run one main; the console script points there too."""
+    p = subprocess.run([sys.executable, "-m", "graphexec", "devices", "--json"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == json.loads(cli("devices", "--json").stdout)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'graphexec = "graphexec.cli:main"' in pyproject and "py-modules" not in pyproject

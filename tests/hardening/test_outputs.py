@@ -62,7 +62,7 @@ def test_failed_write_keeps_the_old_file(option, name, model, tmp_path, monkeypa
     if option == "--save":
         monkeypatch.setattr(np, "savez", _boom)
     else:
-        monkeypatch.setattr(cli.json, "dumps", _boom)
+        monkeypatch.setattr(json, "dumps", _boom)
     _internal_error(["run", model, option, out], capsys)
     assert out.read_bytes() == OLD
     assert _listing(tmp_path) == sorted(["relu.onnx", name])

@@ -31,7 +31,7 @@ import json, resource, sys
 sys.path[:0] = [{root!r}, {tests!r}]
 import numpy as np
 import cli, graphexec as gx
-from graphexec import _cli_files
+from graphexec.cli import files as _cli_files
 
 def vm_size():
     for line in open("/proc/self/status"):

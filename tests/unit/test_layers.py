@@ -26,7 +26,9 @@ LAYERS = [
     {"profiling"},
     {"engine"},
     {"npu"},             # eager mode: tensors launched on the runtime, Module runs engine's plans
-    {"__init__", "_cli_devices", "_cli_files", "_cli_sweep", "_cli_view"},
+    {"__init__"},
+    {"cli"},             # the command line, over the public API
+    {"__main__"},        # python -m graphexec
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -1,0 +1,379 @@
+"""The graphexec command line's commands and parser: parses arguments, calls the API, prints.
+
+Exit codes: 0 success, 2 bad input (one line on stderr, no traceback), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Sequence
+
+import numpy as np
+
+import graphexec as gx
+from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
+from graphexec.cli import devices as cli_devices
+from graphexec.cli import files as cli_files
+from graphexec.cli import sweep as cli_sweep
+from graphexec.cli import view as cli_view
+from graphexec.engine.result import summarize
+from graphexec.errors import GraphExecError
+
+
+class UsageError(GraphExecError):
+    """A command-line argument is malformed."""
+
+
+def _pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"{what} {item!r} must look like NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def _shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for name, text in _pairs(items, "--shape").items():
+        try:
+            dims = tuple(int(d) for d in text.split(","))
+        except ValueError:
+            raise UsageError(f"--shape {name}={text}: dims must be integers separated by commas") from None
+        if any(d < 0 for d in dims):
+            raise UsageError(f"--shape {name}={text}: dims must be >= 0")
+        shapes[name] = dims
+    return shapes
+
+
+def _inputs(items: Sequence[str] | None, profile: Any = None) -> dict[str, np.ndarray]:
+    return {name: _load_npy(name, path, profile) for name, path in _pairs(items, "--input").items()}
+
+
+def _load_npy(name: str, path: str, profile: Any = None) -> np.ndarray:
+    return cli_files.read_input(name, path, profile)   # header first: objects and sizes refused before reading
+
+
+def _streams(text: str | None) -> int | str | None:
+    if text is None or text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"--streams {text!r}: must be an integer >= 1 or 'auto'") from None
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Fail before the run, not after it, when an output cannot be written where asked."""
+    for option in ("save", "trace", "plot"):
+        path = getattr(args, option, None)
+        if path:
+            check_output(path, f"--{option}")
+    if getattr(args, "plot", None) and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
+        raise UsageError(f"--plot {args.plot}: the suffix picks the format; use one of {', '.join(PLOT_FORMATS)}")
+    profile = getattr(args, "profile", None)
+    if profile:
+        target = Path(profile)
+        if target.exists() and not target.is_dir():
+            raise UsageError(f"--profile {profile}: exists and is not a folder")
+        if not target.absolute().parent.is_dir():
+            raise UsageError(f"--profile {profile}: folder {target.absolute().parent} does not exist")
+    cli_files.check_distinct(args)   # no output replaces the model, an input or another output
+
+
+def _savez(path: Path, arrays: dict[str, Any]) -> None:
+    with open(path, "wb") as f:  # a file object: np.savez would append .npz to a name without it
+        as_arrays: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+        np.savez(f, **as_arrays)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from graphexec.profiling.console import Progress
+
+    _check_outputs(args)
+    graph = gx.load(args.model)
+    cli_files.check_distinct(args, graph)   # nor a file the model read (its .npz, external data)
+    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
+                         launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
+                         microbatches=args.microbatches, system=args.system, compute=not args.timing_only)
+    if args.timing_only and args.save:
+        raise UsageError("--save: a --timing-only run computes no outputs to save")
+    feeds = _feeds_for(graph, args, session.profile)
+    with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
+        bar.update(0, "compiling")
+        session.compile(feeds)
+        bar.update(1, "running")
+        result = session.run(feeds)
+        bar.update(2, "diagnosing")
+        diagnosis = result.diagnosis
+        if args.profile:
+            bar.update(3, "writing the profile")
+            result.write_profile(args.profile)
+    if args.save:
+        write_one(args.save, lambda tmp: _savez(tmp, result.outputs))
+    if args.trace:
+        write_one(args.trace, lambda tmp: tmp.write_text(json.dumps(result.trace)))
+    if args.json:
+        print(json.dumps({"model": str(args.model), "device": session.profile.name,
+                          "outputs": {k: _describe(v) for k, v in result.outputs.items()},
+                          "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
+    else:
+        _print_summary(args.model, session, result)
+        if args.profile:
+            print(f"  profile written to {args.profile}/ (timeline.json, op_summary.csv, op_statistic.csv)")
+    return 0
+
+
+def _describe(v: Any) -> dict[str, Any]:
+    if not isinstance(v, np.ndarray):
+        return {"type": type(v).__name__}
+    return {"dtype": v.dtype.name, "shape": list(v.shape),
+            "head": np.asarray(v).reshape(-1)[:5].tolist() if v.dtype != object else []}
+
+
+def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
+    s = result.stats
+    print(f"{model} on {session.profile.name}, {s.num_streams} stream(s)")
+    for name, value in result.outputs.items():
+        print(f"  output {name}: {summarize(value)}")
+    print(f"  simulated device time {s.makespan_us:,.1f} us (lower bound {s.lower_bound_us:,.1f} us)")
+    print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
+    print(f"  activation pool {s.peak_bytes:,} bytes (live peak {s.lower_bound_bytes:,}, "
+          f"no reuse {s.no_reuse_bytes:,}); weights {s.weight_bytes:,} bytes")
+    from graphexec.profiling.console import profile_text
+
+    print(profile_text(result))
+
+
+def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:
+    feeds = _inputs(args.input, profile)
+    shapes = _shapes(args.shape)
+    if all(n in feeds for n in graph.inputs) and not shapes:
+        return feeds
+    defaults = gx.default_feeds(graph, shapes, device=profile)
+    return {n: feeds.get(n, defaults[n]) for n in graph.inputs} | feeds
+
+
+def _stream_list(text: str) -> list[int | str]:
+    counts = [c for x in text.split(",") if x.strip() and (c := _streams(x.strip())) is not None]
+    if not counts:
+        raise UsageError(f"--streams {text!r}: give a comma-separated list such as 1,2,4,8")
+    return counts
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    _check_outputs(args)
+    graph = gx.load(args.model)
+    cli_files.check_distinct(args, graph)
+    feeds = _feeds_for(graph, args, gx.Session(graph, streams=1, device=args.device).profile)
+    if args.devices:   # one row per card count (graphexec/cli/devices.py)
+        return cli_devices.compare(args, graph, feeds, lambda draw: write_one(args.plot, draw))
+    counts = _stream_list(args.streams or "1,2,4,8")
+    from graphexec.profiling.console import Progress
+
+    with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
+        cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, launch=args.launch,
+                         threads=args.threads, compute=not args.timing_only,
+                         progress=lambda i, n, what: bar.update(i, what))
+    if args.plot:
+        from graphexec.profiling.plot import gantt
+
+        titles = [f"{r.streams} stream(s), {r.policy}: {r.time_us:,.1f} us" for r in cmp.rows]
+        write_one(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
+    if args.json:
+        print(json.dumps(cmp.to_dict(), indent=2))
+    else:
+        print(f"{args.model} on {cmp.sessions[0].profile.name}")
+        print(cmp.table())
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from graphexec.profiling.report import memory_text, schedule_text
+
+    graph = gx.load(args.model)
+    if args.devices > 1:   # the partition over the cards and the transfers (graphexec/cli/devices.py)
+        return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
+    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
+    compiled = session.compile(_feeds_for(graph, args, session.profile))
+    print(schedule_text(compiled, args.limit))
+    print(memory_text(compiled.memory_plan, args.limit))
+    return 0
+
+
+def load_kernels(paths: Sequence[str] | None) -> None:
+    """Run the Python files given with --kernels: their @gx.kernel decorators register custom ops."""
+    import runpy
+
+    for path in paths or ():
+        if not os.path.isfile(path):
+            raise UsageError(f"--kernels {path}: no such file")
+        try:
+            runpy.run_path(path)
+        except Exception as e:  # noqa: BLE001  (the user's code)
+            raise UsageError(f"--kernels {path}: {type(e).__name__}: {e}") from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from graphexec.frontend.yaml import check_yaml
+
+    if not args.graph.endswith((".yaml", ".yml")):
+        graph = gx.load(args.graph)
+    else:
+        checked, problems = check_yaml(args.graph)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems or checked is None:
+            return 2
+        graph = checked
+    streams = len(graph.meta["schedule"]["streams"]) if "schedule" in graph.meta else 0
+    print(f"{args.graph}: ok, {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs"
+          + (f", a schedule on {streams} streams" if streams else ""))
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from graphexec.frontend.convert import save
+
+    written = save(gx.load(args.input), args.output)
+    print("wrote " + " and ".join(map(str, written)))
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from graphexec.runtime.profiles import builtin_profiles
+    from graphexec.runtime.systems import builtin_systems, load_system
+
+    profiles = builtin_profiles()
+    systems = [load_system(name) for name in builtin_systems()]
+    if args.json:
+        print(json.dumps({"devices": [p.model_dump() for p in profiles.values()],
+                          "systems": [s.model_dump(mode="json") for s in systems]}, indent=2))
+        return 0
+    for p in profiles.values():
+        print(f"{p.name:12s} {p.ai_cores:3d} AI cores ({'coupled' if p.coupled else 'separated'}), "
+              f"{p.peak_tflops.cube['float16']:g} TFLOPS fp16 cube, {p.hbm_bandwidth_gbps:g} GB/s, "
+              f"{p.hbm_capacity_bytes / 2**30:g} GiB — {p.description}")
+    print("\nsystems:")
+    for s in systems:
+        print(s.describe())
+    return 0
+
+
+POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+TIMING_HELP = "simulate only: the same times, trace and diagnosis, no kernel computed (no outputs)"
+THREADS_HELP = "host threads for the kernels' math (default 1); outputs and device times do not change"
+
+
+def _positive(flag: str) -> Any:
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{flag} takes an int >= 1, not {text!r}")
+        return int(text)
+    return parse
+
+
+_threads = _positive("--threads")
+
+
+def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
+    p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
+    p.add_argument("--launch", choices=["graph", "host"], default="graph",
+                   help="graph: the task list is loaded with the model (GE graph mode, default); "
+                        "host: every task is launched from the host at the profile's launch cost")
+    p.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
+    p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (exit 2) like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="graphexec", description="Run compute graphs on an emulated NPU runtime.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a model and print its outputs and device time")
+    run.add_argument("model", help="an .onnx or .yaml/.yml graph")
+    _model_options(run)
+    run.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
+    run.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy")
+    run.add_argument("--trace", metavar="FILE", help="write a Chrome trace (open in Perfetto)")
+    run.add_argument("--profile", metavar="DIR", help="write timeline.json, op_summary.csv and op_statistic.csv")
+    run.add_argument("--save", metavar="OUT.npz", help="save the outputs")
+    run.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
+    cli_devices.spread_options(run)
+    run.add_argument("--timing-only", action="store_true", help=TIMING_HELP)
+    run.set_defaults(fn=cmd_run)
+    cmp = sub.add_parser("compare", help="compare schedules over several stream counts")
+    cmp.add_argument("model")
+    cmp.add_argument("--streams", help="comma-separated stream counts (default 1,2,4,8); with --devices, per card")
+    cmp.add_argument("--policy", choices=POLICY_CHOICES, help="stream assignment policy for counts above 1")
+    cmp.add_argument("--plot", metavar="GANTT.png", help="write a Gantt chart, one panel per row")
+    cmp.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
+    _model_options(cmp)
+    cli_devices.spread_options(cmp, many=True)
+    cmp.add_argument("--timing-only", action="store_true", help=TIMING_HELP)
+    cmp.set_defaults(fn=cmd_compare)
+    plan = sub.add_parser("plan", help="show each stream's task order and the memory plan (with --devices: "
+                                       "the partition over the cards and the transfers)")
+    plan.add_argument("model")
+    plan.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
+    plan.add_argument("--policy", choices=POLICY_CHOICES)
+    plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
+    _model_options(plan, json_flag=False)
+    cli_devices.spread_options(plan)
+    plan.set_defaults(fn=cmd_plan)
+    val = sub.add_parser("validate", help="check a YAML graph and list every problem, one per line")
+    val.add_argument("graph", help="a .yaml/.yml graph (or any model gx.load reads)")
+    val.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    val.set_defaults(fn=cmd_validate)
+    conv = sub.add_parser("convert", help="write a graph as YAML (+ .npz for big constants) or ONNX")
+    conv.add_argument("input", help="a .onnx or .yaml/.yml graph")
+    conv.add_argument("output", help="OUT.yaml, OUT.yml or OUT.onnx")
+    conv.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    conv.set_defaults(fn=cmd_convert)
+    dev = sub.add_parser("devices", help="list the built-in device profiles and systems")
+    dev.add_argument("--json", action="store_true")
+    dev.set_defaults(fn=cmd_devices)
+    cli_sweep.register(sub)
+    cli_view.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        with sigterm_unwinds():   # SIGTERM unwinds like Ctrl-C: temporary files and folders are removed
+            load_kernels(getattr(args, "kernels", None))
+            return args.fn(args)
+    except GraphExecError as e:
+        print(f"graphexec: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader (e.g. `head`) went away: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Terminated:
+        print("graphexec: terminated", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print("graphexec: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001  (anything else is our bug)
+        if os.environ.get("GRAPHEXEC_DEBUG"):
+            raise
+        where = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
+        print(f"graphexec: internal error: {type(e).__name__}: {e}{where} (set GRAPHEXEC_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 1
