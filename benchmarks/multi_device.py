@@ -8,7 +8,7 @@ card (the whole batch on one card through the same launches, host copies include
 pipeline bubble (at 4 micro-batches)
 (``stats.extra["bubble"]``, "-" where the mode has none), ``comm_hidden`` (the share of
 communication time that overlaps compute) and the activation peak of the largest card.
-A mode that is not registered in ``engine/parallel.py`` prints "n/a"; one that refuses
+A mode that is not registered in ``cluster/spread.py`` prints "n/a"; one that refuses
 the model prints why. The encoder is ``minilm_l3_paraphrase`` of tests/real_models.py
 (fetched into the model cache on first use; skipped, with the reason, when it cannot be).
 --quick: one light model on 1 and 2 cards (CI smoke test). The runs are timing-only
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
 
 import graphexec as gx  # noqa: E402
-from graphexec.engine.parallel import MODES, implemented  # noqa: E402
+from graphexec.cluster import MODES, implemented  # noqa: E402
 from graphexec.errors import GraphExecError  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
 
 import graphexec as gx  # noqa: E402
-from graphexec.engine.sweep_point import TIMES  # noqa: E402
+from graphexec.sweep.point import TIMES  # noqa: E402
 
 LIGHT = sorted(glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "*.onnx")))
 QUICK = ("light_squeezenet", "light_zfnet512")

@@ -7,11 +7,9 @@ Example:
     >>> result.stats.makespan_us
 """
 
-from graphexec.engine.compare import Comparison, compare
+from graphexec.api import Comparison, Session, compare
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result, Stats
-from graphexec.engine.session import Session
-from graphexec.engine.sweep import sweep
 from graphexec.errors import (
     AclError,
     DeviceError,
@@ -29,6 +27,7 @@ from graphexec.frontend.builder import GraphBuilder
 from graphexec.ir import Graph
 from graphexec.kernels.custom import kernel
 from graphexec.profiling.env import from_environment as _profiling_from_environment
+from graphexec.sweep import sweep
 
 __all__ = [
     "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphBuilder", "GraphError", "GraphExecError",

@@ -12,7 +12,7 @@ import json
 from typing import Any, Callable
 
 import graphexec as gx
-from graphexec.engine.parallel import MODES, check_spread, split_batch
+from graphexec.cluster import MODES, check_spread, split_batch
 from graphexec.errors import GraphExecError
 
 SHOW = 20   # transfers listed per card when --limit is not given

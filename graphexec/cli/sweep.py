@@ -1,6 +1,6 @@
 """``graphexec sweep MODELS... --device a,b --streams 1,2,4 --policy ge,list --devices 1,2
 --parallel data,pipeline [--output results.csv] [--backend ray]``: one timing-only run per
-point of the grid (``engine/sweep.py``), a table of the rows, a progress bar with ETA on
+point of the grid (``sweep/run.py``), a table of the rows, a progress bar with ETA on
 stderr when it is a terminal. Bad options are one line, exit 2; Ctrl-C stops the sweep
 with every finished row kept in the output (run it again to resume)."""
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from graphexec._files import check_output, check_targets, write_one
-from graphexec.engine.parallel import MODES
-from graphexec.engine.sweep import BACKENDS, sweep
-from graphexec.engine.sweep_plot import config_label, plot_speedups
+from graphexec.cluster import MODES
 from graphexec.errors import GraphExecError
+from graphexec.sweep.plot import config_label, plot_speedups
+from graphexec.sweep.run import BACKENDS, sweep
 
 POLICIES = ("single", "ge", "chains", "list", "auto", "default")
 

@@ -154,7 +154,7 @@ class Compiled:
 
     def bind(self, compute: bool = True) -> ExecContext:
         """A run context whose streams and events are made now on the device, whose clock
-        keeps running (a multi-device run, ``engine/multi.py``, launches several plans
+        keeps running (a multi-device run, ``cluster/cards.py``, launches several plans
         onto one server clock; ``run`` starts the device afresh instead)."""
         ctx = self.context(compute)
         ctx.streams = {i: self._stream(self.device, i) for i in range(len(self.schedule.streams))}

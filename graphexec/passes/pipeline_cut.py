@@ -112,7 +112,7 @@ def cut(graph: Graph, n: int, costs: dict[str, float], nbytes: dict[str, int],
             starts = np.arange(s - 1, j)
             stage = work[j] - work[starts]
             if s > 1:
-                # double-buffered (engine/parallel_pipeline.py): the copies into a stage overlap its
+                # double-buffered (cluster/pipeline.py): the copies into a stage overlap its
                 # compute of the micro-batch before, so a stage lasts the longer of the two
                 stage = np.maximum(stage, crossing_bytes[starts, j] * per_byte + crossing_count[starts, j] * per_copy)
             total = np.maximum(best[s - 1, starts], stage)

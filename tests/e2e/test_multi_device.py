@@ -151,8 +151,8 @@ def test_cards_run_moves_a_value_between_cards():
 
     from graphexec.engine.compiled import clone_graph, compile_graph
     from graphexec.engine.feeds import check_feeds
-    from graphexec.engine.multi import CardsRun
-    from graphexec.engine.parallel import Cluster, Spread
+    from graphexec.cluster.cards import CardsRun
+    from graphexec.cluster.spread import Cluster, Spread
     from graphexec.plan import CompileOptions
     from graphexec.runtime.systems import load_system
 

@@ -20,8 +20,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import graphexec as gx
-from graphexec.engine.sweep_output import parse
-from graphexec.engine.sweep_point import TIMES, digest
+from graphexec.sweep.output import parse
+from graphexec.sweep.point import TIMES, digest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -66,9 +66,9 @@ def test_one_process_gives_the_pool_rows(local_rows):
 
 def test_ray_gives_the_same_rows_and_reruns_a_dead_workers_point(local_rows, tmp_path):
     ray = pytest.importorskip("ray")
-    from graphexec.engine.sweep_grid import grid
-    from graphexec.engine.sweep_point import Job
-    from graphexec.engine.sweep_ray import RayBackend, ray_work
+    from graphexec.sweep.grid import grid
+    from graphexec.sweep.point import Job
+    from graphexec.sweep.ray_backend import RayBackend, ray_work
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
@@ -310,7 +310,7 @@ def test_only_the_point_that_kills_its_worker_is_blamed(tmp_path):
 
 
 def test_a_bug_loading_a_model_is_its_rows_error_not_the_sweeps_end(monkeypatch):
-    from graphexec.engine import sweep_local
+    from graphexec.sweep import local as sweep_local
 
     real = sweep_local.load_cached
 
@@ -331,7 +331,7 @@ def test_parquet_rows_batched_yet_none_lost_on_interrupt(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    from graphexec.engine import sweep_output
+    from graphexec.sweep import output as sweep_output
 
     monkeypatch.setattr(sweep_output, "FLUSH_S", 3600.0)   # only the first row and the unwind write
     out = tmp_path / "rows.parquet"
@@ -358,7 +358,7 @@ def test_a_worker_dying_while_points_are_handed_in_costs_only_its_point(monkeypa
     points not handed in yet run on a new pool, the killer alone is the error row."""
     import types
 
-    from graphexec.engine import sweep_local
+    from graphexec.sweep import local as sweep_local
 
     class SlowToHandIn(sweep_local.ProcessPoolExecutor):
         """The first pool's second submit waits until that pool has broken (deterministically
@@ -393,7 +393,7 @@ def test_a_parquet_row_waits_at_most_a_flush_interval(tmp_path, monkeypatch):
     pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    from graphexec.engine import sweep_output
+    from graphexec.sweep import output as sweep_output
 
     monkeypatch.setattr(sweep_output, "FLUSH_S", 0.2)
     rows = gx.sweep(THREE[:1], streams=[1, 2], workers=1)

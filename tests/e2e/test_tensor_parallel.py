@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphexec as gx
-from graphexec.engine import parallel_tensor
+from graphexec.cluster import tensor as parallel_tensor
 
 
 def _model(nodes, inits, batch: int, d: int, out: int | None = None) -> gx.Graph:

@@ -25,7 +25,10 @@ LAYERS = [
     {"hccl"},            # HCCL sits on the ACL runtime (its STATE: devices, streams, the server)
     {"profiling"},
     {"engine"},
+    {"cluster"},         # several cards over the engine
     {"npu"},             # eager mode: tensors launched on the runtime, Module runs engine's plans
+    {"api"},             # Session, compare: the face above one card and many
+    {"sweep"},
     {"__init__"},
     {"cli"},             # the command line, over the public API
     {"__main__"},        # python -m graphexec

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import graphexec as gx
-from graphexec.engine import session as session_module
+from graphexec.api import session as session_module
 from graphexec.engine.compiled import clone_graph, compile_graph
 from graphexec.engine.feed_values import _as_feed, as_feeds
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from graphexec.engine.sweep_local import load_cached
-from graphexec.engine.sweep_point import Job, empty_row, error_line, first_line, run_point
 from graphexec.errors import GraphExecError
 from graphexec.ir import Graph
+from graphexec.sweep.local import load_cached
+from graphexec.sweep.point import Job, empty_row, error_line, first_line, run_point
 
 RETRIES = 2
 _GRAPHS: dict[str, Graph] = {}   # this worker's models, by object reference

@@ -7,9 +7,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from graphexec.api.session import Session
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result
-from graphexec.engine.session import Session
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.ir import Graph
@@ -98,7 +98,7 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
     """Run ``graph`` once per stream count (default 1, 2, 4, 8); speedups are against the
     first row. ``threads``: host threads for the kernels' math (the results do not change).
     With ``devices`` (card counts, e.g. [1, 2, 4]): one row per count, spread by
-    ``parallel`` with ``streams`` (an int, default 1) per card (``engine/compare_devices.py``).
+    ``parallel`` with ``streams`` (an int, default 1) per card (``api/compare_devices.py``).
     ``compute=False``: timing-only rows (``Session.simulate``), the same numbers, no outputs.
 
     Example:
@@ -108,7 +108,7 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
     graph = graph if isinstance(graph, Graph) else load(graph)
     feeds = dict(feeds) if feeds is not None else default_feeds(graph)
     if devices is not None:
-        from graphexec.engine.compare_devices import compare_devices
+        from graphexec.api.compare_devices import compare_devices
 
         if streams is not None and not isinstance(streams, (int, str)):
             raise GraphExecError("with devices, streams is the stream count per card (an int or 'auto')")

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from graphexec.engine.sweep_grid import KEY
-from graphexec.engine.sweep_point import COLUMNS, NUMBERS
 from graphexec.errors import GraphExecError
+from graphexec.sweep.grid import KEY
+from graphexec.sweep.point import COLUMNS, NUMBERS
 
 
 class CsvOutput:

@@ -6,29 +6,34 @@ left out; ``stats.extra["auto"]`` holds each tried mode's estimate (microseconds
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from graphexec.cluster.spread import MODES, Cluster, Mode
 from graphexec.engine.compiled import Compiled
-from graphexec.engine.parallel import Cluster, Mode, implemented, mode_class, register
 from graphexec.engine.result import Result
 from graphexec.errors import GraphExecError
 
 
-@register("auto")
 class AutoParallel:
+    """Picks among ``modes`` (``cluster/modes.REGISTRY``: read at each choice, not copied)."""
+
     name = "auto"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, modes: Mapping[str, Callable[[Cluster], Mode]]) -> None:
         self.cluster = cluster
+        self.modes = modes
         self._modes: dict[str, Mode] = {}
         self._choice: dict[tuple, tuple[str, dict[str, float]]] = {}
 
     def _mode(self, name: str) -> Mode:
         if name not in self._modes:
-            self._modes[name] = mode_class(name)(self.cluster)
+            self._modes[name] = self.modes[name](self.cluster)
         return self._modes[name]
+
+    def _names(self) -> list[str]:
+        return [m for m in MODES if m in self.modes]
 
     def choose(self, feeds: Mapping[str, Any]) -> tuple[str, dict[str, float]]:
         """The fastest mode's name for ``feeds``, and every tried mode's estimate."""
@@ -36,7 +41,7 @@ class AutoParallel:
         if key not in self._choice:
             tried: dict[str, float] = {}
             refused: dict[str, str] = {}
-            for name in implemented():
+            for name in self._names():
                 estimate = getattr(self._mode(name), "estimate", None) if name != "auto" else None
                 if estimate is None:
                     continue
@@ -52,7 +57,7 @@ class AutoParallel:
         return self._choice[key]
 
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
-        name = self.choose(feeds)[0] if feeds is not None else next(m for m in implemented() if m != "auto")
+        name = self.choose(feeds)[0] if feeds is not None else next(m for m in self._names() if m != "auto")
         return self._mode(name).compile(feeds)
 
     def run(self, feeds: dict[str, Any]) -> Result:

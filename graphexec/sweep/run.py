@@ -21,10 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from graphexec.engine.sweep_grid import KEY, Point, find_models, grid
-from graphexec.engine.sweep_output import open_output
-from graphexec.engine.sweep_point import Job
 from graphexec.errors import GraphExecError
+from graphexec.sweep.grid import KEY, Point, find_models, grid
+from graphexec.sweep.output import open_output
+from graphexec.sweep.point import Job
 
 BACKENDS = ("local", "ray")
 Progress = Callable[[int, int, str], None]
@@ -72,10 +72,10 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
 
 def _backend(name: str, workers: int | None, address: str | None) -> Any:
     if name == "ray":
-        from graphexec.engine.sweep_ray import RayBackend
+        from graphexec.sweep.ray_backend import RayBackend
 
         return RayBackend(address)
-    from graphexec.engine.sweep_local import LocalBackend
+    from graphexec.sweep.local import LocalBackend
 
     return LocalBackend(workers)
 

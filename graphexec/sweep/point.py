@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.api.session import Session
 from graphexec.engine.feeds import default_feeds
-from graphexec.engine.session import Session
-from graphexec.engine.sweep_grid import KEY, Point
 from graphexec.errors import GraphExecError
 from graphexec.ir import Graph
 from graphexec.passes.free_batch import free_batch
+from graphexec.sweep.grid import KEY, Point
 
 # column -> type; a row read back from a CSV is converted with these ("" stays None)
 NUMBERS: dict[str, type] = {

@@ -3,7 +3,7 @@ simulated together.
 
 A single-device run (``Compiled.run``) starts its device's clock afresh and synchronizes
 it alone. A multi-device run (:class:`CardsRun`) starts every card's clock once, then a
-parallel mode (``engine/parallel.py``) launches onto it, in any order, without waiting:
+parallel mode (``cluster/spread.py``) launches onto it, in any order, without waiting:
 
 - ``bind(card, plan)``: a run context with the plan's streams and events made on the
   card (``Compiled.bind``); ``again(ctx)`` a fresh context on the same streams, for the

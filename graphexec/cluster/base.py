@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from graphexec.cluster.spread import Cluster
+from graphexec.cluster.stats import MultiResult
 from graphexec.engine.compiled import gc_paused
 from graphexec.engine.feeds import check_feeds
-from graphexec.engine.multi_stats import MultiResult
-from graphexec.engine.parallel import Cluster
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
 from graphexec.kernels.quiet import run_quietly

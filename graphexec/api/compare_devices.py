@@ -14,9 +14,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from graphexec.engine.compare import Comparison, run_rows
-from graphexec.engine.parallel import one_card
-from graphexec.engine.session import Session
+from graphexec.api.compare import Comparison, run_rows
+from graphexec.api.session import Session
+from graphexec.cluster import one_card
 from graphexec.ir import Graph
 from graphexec.profiling.console import table
 from graphexec.runtime.systems import load_system

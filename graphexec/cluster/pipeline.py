@@ -27,13 +27,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from graphexec.cluster.base import SimulatedMode
+from graphexec.cluster.cards import Bound, CardsRun, Place, planned
+from graphexec.cluster.data import gather
+from graphexec.cluster.spread import Cluster, split_batch
+from graphexec.cluster.stats import MultiResult, multi_stats
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
 from graphexec.engine.feeds import signature
-from graphexec.engine.multi import Bound, CardsRun, Place, planned
-from graphexec.engine.multi_stats import MultiResult, multi_stats
-from graphexec.engine.parallel import Cluster, register, split_batch
-from graphexec.engine.parallel_base import SimulatedMode
-from graphexec.engine.parallel_data import gather
 from graphexec.ir import Graph, TensorType
 from graphexec.passes.base import CompileState
 from graphexec.passes.pipeline_cut import Stage, cut, node_costs, stage_graph, value_bytes
@@ -48,7 +48,6 @@ class _Pipeline:
         self.graph, self.stages, self.plans = graph, stages, plans
 
 
-@register("pipeline")
 class PipelineParallel(SimulatedMode):
     """The ``parallel="pipeline"`` mode (see the module docstring)."""
 

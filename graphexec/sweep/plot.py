@@ -8,8 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from graphexec.engine.sweep_grid import KEY
 from graphexec.errors import GraphExecError
+from graphexec.sweep.grid import KEY
 
 
 def config_label(row: dict[str, Any]) -> str:

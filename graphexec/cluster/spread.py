@@ -1,31 +1,29 @@
-"""Graphs across cards: the parallel modes, and how a session with ``devices > 1`` uses one.
+"""Graphs across cards: what a mode is built with and the shape of a mode.
 
 ``Session(graph, devices=N, parallel=P, microbatches=M, system=S)`` checks its options
-here (:func:`check_spread`), builds a :class:`Cluster` (the graph, the compile options
-and a ``Server`` of the system's cards on one clock) and hands every compile and run to
-the mode registered under ``P``. A mode is a class, registered with ``@register(name)``
-in its own module ``graphexec/engine/parallel_<name>.py`` (imported the first time its
-name is asked for), built as ``Mode(cluster)``, with
+(:func:`spread_of`, through ``cluster/modes.check_spread``), builds a :class:`Cluster`
+(the graph, the compile options and a ``Server`` of the system's cards on one clock) and
+hands every compile and run to the mode ``cluster/modes.py`` registers under ``P``. A
+mode is a class built as ``Mode(cluster)``, with
 
     compile(feeds) -> Compiled   compile for the feeds' shapes (None: the declared ones)
                                  and load onto the cards; returns card 0's plan (what
                                  ``session.compiled`` and ``session.memory_plan`` show)
-    run(feeds) -> Result         one run: ``engine/multi.CardsRun`` launches the plans onto
+    run(feeds) -> Result         one run: ``cluster/cards.CardsRun`` launches the plans onto
                                  the cards and copies between them; outputs as one device
-                                 gives them; stats a ``MultiStats`` (``multi_stats``),
+                                 gives them; stats a ``MultiStats`` (``cluster/stats.py``),
                                  trace one process per card (``MultiResult``)
 
 and optionally ``estimate(feeds) -> float``, the makespan of a timing-only run
 (``CardsRun(..., timing=True)``), which "auto" compares across the modes.
-``engine/parallel_data.py`` is the reference mode; ``split_batch`` and ``free_batch``
+``cluster/data.py`` is the reference mode; ``split_batch`` and ``free_batch``
 (``passes/free_batch.py``) serve any mode that splits the batch.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
@@ -48,45 +46,6 @@ class Mode(Protocol):
     def run(self, feeds: dict[str, Any]) -> Result: ...
 
 
-_REGISTRY: dict[str, Callable[["Cluster"], Mode]] = {}
-
-
-def register(name: str) -> Callable[[type], type]:
-    """Class decorator: the mode ``Session(parallel=name)`` uses."""
-    def add(cls: type) -> type:
-        _REGISTRY[name] = cls
-        return cls
-    return add
-
-
-def mode_class(name: str) -> Callable[["Cluster"], Mode]:
-    """The registered mode ``name``, importing its module on first use."""
-    if not isinstance(name, str) or name not in MODES:
-        raise GraphExecError(f"parallel must be one of {', '.join(map(repr, MODES))}, not {name!r}")
-    if name not in _REGISTRY:
-        module = f"graphexec.engine.parallel_{name}"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-        if name not in _REGISTRY:
-            raise GraphExecError(f"parallel={name!r} is not implemented yet (implemented: "
-                                 f"{', '.join(implemented())})")
-    return _REGISTRY[name]
-
-
-def implemented() -> list[str]:
-    """The modes that exist now, in MODES order."""
-    for name in MODES:
-        if name not in _REGISTRY:
-            try:
-                importlib.import_module(f"graphexec.engine.parallel_{name}")
-            except ModuleNotFoundError:
-                pass
-    return [m for m in MODES if m in _REGISTRY]
-
-
 @dataclass(frozen=True)
 class Spread:
     """Checked options of a multi-device session."""
@@ -97,8 +56,8 @@ class Spread:
     microbatches: int
 
 
-def check_spread(devices: Any, parallel: Any, microbatches: Any, system: Any, profile: DeviceProfile,
-                 device_given: bool) -> Spread | None:
+def spread_of(devices: Any, parallel: Any, microbatches: Any, system: Any, profile: DeviceProfile,
+              device_given: bool) -> Spread | None:
     """Check the multi-device options; None for one device (today's single-device session).
 
     ``system`` defaults to the built-in whose cards are ``profile``'s; a device given
@@ -109,12 +68,10 @@ def check_spread(devices: Any, parallel: Any, microbatches: Any, system: Any, pr
     if n == 1:
         if system is not None:
             load_system(system)   # a bad name is still an error
-        mode_class(parallel)
         return None
-    sys_ = _system_for(system, profile, device_given)
+    sys_ = system_for(system, profile, device_given)
     if n > sys_.count:
         raise DeviceError(f"devices={n}: system {sys_.name} has {sys_.count} devices")
-    mode_class(parallel)
     return Spread(sys_, n, parallel, m)
 
 
@@ -124,7 +81,7 @@ def _positive(value: Any, what: str) -> int:
     return int(value)
 
 
-def _system_for(system: Any, profile: DeviceProfile, device_given: bool) -> SystemProfile:
+def system_for(system: Any, profile: DeviceProfile, device_given: bool) -> SystemProfile:
     if system is not None:
         sys_ = load_system(system)
         if device_given and sys_.device_profile != profile:
@@ -172,19 +129,6 @@ class Cluster:
             dev = self.server.devices[i] = Device(self.profile, i, self.options.check_hazards,
                                                   graph_mode=self.options.graph_mode, group=self.server.group)
         return dev
-
-
-def start(spread: Spread, graph: Graph, options: CompileOptions) -> Mode:
-    """The mode a multi-device session hands its compiles and runs to."""
-    return mode_class(spread.parallel)(Cluster(graph, options, spread))
-
-
-def one_card(graph: Graph, options: CompileOptions, profile: DeviceProfile, system: Any, device_given: bool
-             ) -> Mode:
-    """A "data" run on one card of the system, through the launches the multi-card modes
-    make (inputs copied in and outputs out on the card's copy stream, inside its
-    makespan): the baseline a comparison by cards measures them against, like with like."""
-    return start(Spread(_system_for(system, profile, device_given), 1, "data", 1), graph, options)
 
 
 def split_batch(feeds: Mapping[str, Any], parts: int, what: str) -> tuple[list[str], list[dict[str, Any]]]:

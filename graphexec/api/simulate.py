@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphexec.engine.parallel import Mode
+from graphexec.cluster import Mode
 from graphexec.engine.result import Result
 from graphexec.ir import Graph
 

@@ -22,18 +22,17 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from graphexec.cluster.base import SimulatedMode
+from graphexec.cluster.cards import Bound, CardsRun
+from graphexec.cluster.spread import Cluster, split_batch
+from graphexec.cluster.stats import MultiResult, multi_stats
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, gc_paused
 from graphexec.engine.feeds import signature
-from graphexec.engine.multi import Bound, CardsRun
-from graphexec.engine.multi_stats import MultiResult, multi_stats
-from graphexec.engine.parallel import Cluster, register, split_batch
-from graphexec.engine.parallel_base import SimulatedMode
 from graphexec.errors import GraphExecError
 from graphexec.ir import TensorType
 from graphexec.profiling.record import RunRecord
 
 
-@register("data")
 class DataParallel(SimulatedMode):
     """The ``parallel="data"`` mode (see the module docstring)."""
 

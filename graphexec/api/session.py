@@ -17,12 +17,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphexec._limits import collect_due
+from graphexec.api.simulate import computed, control_flow, simulate_cards
+from graphexec.cluster import Mode, check_spread, start
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
 from graphexec.engine.feed_values import as_feeds, check_mapping
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
-from graphexec.engine.parallel import Mode, check_spread, start
 from graphexec.engine.result import Result
-from graphexec.engine.simulate import computed, control_flow, simulate_cards
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
@@ -54,7 +54,7 @@ class Session:
             Outputs, stats and trace are the same whatever the number.
         devices: cards of ``system`` to spread the graph over (1: one device, as above).
         parallel: how to spread it: "data", "pipeline", "tensor" or "auto" (see
-            ``engine/parallel.py``); ``streams`` is then per card.
+            ``cluster/spread.py``); ``streams`` is then per card.
         microbatches: parts each card's share of the batch is run in.
         system: a built-in system name or a system YAML path; None: the built-in whose
             cards are ``device`` (atlas800-910 for ascend910, ...).
@@ -147,7 +147,7 @@ class Session:
         no kernel; ``outputs`` is empty. A graph whose timeline values decide (control flow,
         outputs sized at run time) is computed instead, on ``feeds`` or the deterministic
         inputs ``graphexec run`` makes, and ``stats.extra["computed"]`` says why
-        (``engine/simulate.py``).
+        (``api/simulate.py``).
 
         Example:
             >>> gx.Session(graph, streams=4).simulate(shapes={"data": (8, 3, 224, 224)}).stats.makespan_us

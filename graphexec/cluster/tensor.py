@@ -22,12 +22,12 @@ from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 
+from graphexec.cluster.base import SimulatedMode
+from graphexec.cluster.cards import Bound, CardsRun, Place, planned
+from graphexec.cluster.spread import Cluster, split_batch
+from graphexec.cluster.stats import MultiResult, multi_stats
 from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
 from graphexec.engine.feeds import default_feeds, signature
-from graphexec.engine.multi import Bound, CardsRun, Place, planned
-from graphexec.engine.multi_stats import MultiResult, multi_stats
-from graphexec.engine.parallel import Cluster, register, split_batch
-from graphexec.engine.parallel_base import SimulatedMode
 from graphexec.engine.result import make_stats
 from graphexec.hccl import _algo
 from graphexec.hccl._comm import Op, Part
@@ -53,7 +53,6 @@ class Plans:
     compile_s: float
 
 
-@register("tensor")
 class TensorParallel(SimulatedMode):
     """The ``parallel="tensor"`` mode (see the module docstring)."""
 

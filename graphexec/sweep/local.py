@@ -14,10 +14,10 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from graphexec.engine.sweep_point import Job, empty_row, error_line, run_point
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.ir import Graph
+from graphexec.sweep.point import Job, empty_row, error_line, run_point
 
 RETRIES = 2   # reruns alone of a point whose worker died, before it is a row with that error
 

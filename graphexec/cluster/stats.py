@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
+from graphexec.cluster.cards import WORK
 from graphexec.engine.metrics import utilization
-from graphexec.engine.multi import WORK
 from graphexec.engine.result import Result, Stats, make_stats
 
 if TYPE_CHECKING:
