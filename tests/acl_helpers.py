@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphexec import acl
-from graphexec.acl._state import STATE
+from graphexec.acl.state import STATE
 
 MB = 1024 * 1024
 

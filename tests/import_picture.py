@@ -75,7 +75,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _kinds(tree: ast.Module) -> dict[int, str]:
+def kinds_of(tree: ast.Module) -> dict[int, str]:
     """id(node) -> "type" under TYPE_CHECKING, "function" inside a def; module level otherwise."""
     kind: dict[int, str] = {}
     for node in ast.walk(tree):
@@ -89,7 +89,7 @@ def _kinds(tree: ast.Module) -> dict[int, str]:
     return kind
 
 
-def _targets(node: ast.AST, here: str, is_package: bool) -> list[str]:
+def targets(node: ast.AST, here: str, is_package: bool) -> list[str]:
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     if not isinstance(node, ast.ImportFrom):
@@ -113,9 +113,9 @@ def edges() -> list[Edge]:
     for path in sorted(PACKAGE.rglob("*.py")):
         here = module_name(path)
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        kinds = _kinds(tree)
+        kinds = kinds_of(tree)
         for node in ast.walk(tree):
-            for target in _targets(node, here, path.name == "__init__.py"):
+            for target in targets(node, here, path.name == "__init__.py"):
                 if target.split(".")[0] == "graphexec" and target != here:
                     out.append(Edge(here, target, kinds.get(id(node), "module"), str(path.relative_to(ROOT))))
     return out

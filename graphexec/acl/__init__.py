@@ -43,7 +43,7 @@ from graphexec.acl._peer import (
     device_enable_peer_access,
     get_devices_topo,
 )
-from graphexec.acl._state import STATE, Context, api, live
+from graphexec.acl.state import STATE, Context, api, live
 from graphexec.errors import AclError
 from graphexec.runtime import codes
 from graphexec.runtime.codes import (

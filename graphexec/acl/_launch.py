@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Sequence, cast
 
 import numpy as np
 
-from graphexec.acl._state import STATE, api
+from graphexec.acl.state import STATE, api
 from graphexec.kernels import registry
 from graphexec.kernels.cost import cube_dtype, node_cost, work
 from graphexec.runtime import codes

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.acl._peer import peer_copy
-from graphexec.acl._state import STATE, api
+from graphexec.acl.state import STATE, api
 from graphexec.errors import OutOfMemoryError
 from graphexec.runtime import codes
 from graphexec.runtime.codes import invalid_handle, invalid_param

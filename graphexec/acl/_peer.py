@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphexec.acl._state import STATE, api
+from graphexec.acl.state import STATE, api
 from graphexec.runtime import codes
 from graphexec.runtime.codes import acl_error, invalid_param, invalid_value
 from graphexec.runtime.device import Device

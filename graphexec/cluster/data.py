@@ -66,7 +66,7 @@ class DataParallel(SimulatedMode):
             opts = replace(cl.options, input_types=types)
             first = compile_graph(clone_graph(graph), opts, cl.profile, device=cl.device(0))
             with gc_paused():
-                plans = [first] + [Compiled(first.state, first.compile_s, cl.device(i)) for i in range(1, cl.devices)]
+                plans = [first] + [Compiled(first.plan, first.compile_s, cl.device(i)) for i in range(1, cl.devices)]
             self._plans[key] = plans
         return plans
 
@@ -93,7 +93,7 @@ class DataParallel(SimulatedMode):
         if self.cluster.options.check_hazards:
             stats.extra["hazards"] = [h.to_dict() for p in plans for h in p.device.hazards]
         values = {} if timing else gather([run.outputs(b, outputs) for b in parts], outputs, rows)
-        return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0]), cards=run.snapshots(),
+        return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0].plan), cards=run.snapshots(),
                            card_stats=each)
 
 

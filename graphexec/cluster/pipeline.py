@@ -32,10 +32,9 @@ from graphexec.cluster.cards import Bound, CardsRun, Place, planned
 from graphexec.cluster.data import gather
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
-from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
+from graphexec.engine.compiled import Compiled, clone_graph, compile, compile_graph, gc_paused
 from graphexec.engine.feeds import signature
 from graphexec.ir import Graph, TensorType
-from graphexec.passes.base import CompileState
 from graphexec.passes.pipeline_cut import Stage, cut, node_costs, stage_graph, value_bytes
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.stream import Event
@@ -79,7 +78,7 @@ class PipelineParallel(SimulatedMode):
         cl = self.cluster
         opts = replace(cl.options, input_types=types)
         with gc_paused():   # the whole graph's plan, for its costs only: nothing allocated on a card
-            whole = default_passes(opts).run(CompileState(clone_graph(graph), opts, cl.profile))
+            whole = compile(clone_graph(graph), opts, cl.profile)
         system = cl.spread.system
         links = [system.link(max(s - 1, 0), s) if s else system.link(0, 1) for s in range(cl.devices)]
         stages = cut(graph, cl.devices, node_costs(whole), value_bytes(whole), links)
@@ -124,7 +123,7 @@ class PipelineParallel(SimulatedMode):
             parts = [{x: v for s in range(n) for x, v in run.outputs(flow.bound[s][k], mine[s]).items()}
                      for k in range(m)]
             values = gather(parts, outputs, rows)
-        return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0]), cards=run.snapshots(),
+        return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0].plan), cards=run.snapshots(),
                            card_stats=each)
 
 

@@ -26,13 +26,12 @@ from graphexec.cluster.base import SimulatedMode
 from graphexec.cluster.cards import Bound, CardsRun, Place, planned
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
-from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, default_passes, gc_paused
+from graphexec.engine.compiled import Compiled, clone_graph, compile, compile_graph, gc_paused
 from graphexec.engine.feeds import default_feeds, signature
 from graphexec.engine.result import make_stats
-from graphexec.hccl import _algo
-from graphexec.hccl._comm import Op, Part
+from graphexec.hccl import graph_ops as collectives
+from graphexec.hccl.graph_ops import Op, Part
 from graphexec.ir import Graph
-from graphexec.passes.base import CompileState
 from graphexec.passes.makespan_bounds import fastest_us
 from graphexec.passes.shape_inference import fold_constants, infer_types
 from graphexec.passes.tensor_split import Collective, Segment, Worth, segments, split_graph
@@ -161,7 +160,7 @@ class TensorParallel(SimulatedMode):
             for o in outputs:   # one no segment computes is an input or a constant
                 values.update(run.outputs(bound[0][made[o]], [o]) if o in made else
                               {o: feeds[o] if o in feeds else self.cluster.graph.values[o].const})
-        return MultiResult(values, stats, RunRecord.of(run.cards[0].device, p.cards[0][0]), cards=run.snapshots(),
+        return MultiResult(values, stats, RunRecord.of(run.cards[0].device, p.cards[0][0].plan), cards=run.snapshots(),
                            card_stats=each)
 
 
@@ -172,21 +171,21 @@ def _worth(cl: Cluster, typed: Graph, types: dict[str, Any]) -> Worth:
     all-gather's Transpose back included)."""
     opts = replace(cl.options, input_types=types)
     with gc_paused():   # a plan for its costs only: nothing allocated on a card
-        state = default_passes(opts).run(CompileState(clone_graph(typed), opts, cl.profile))
+        whole = compile(clone_graph(typed), opts, cl.profile)
     system, n = cl.spread.system, cl.devices
     devices, profile = tuple(range(n)), system.device_profile
     saves: dict[str, float] = {}
-    for t in state.need_tasks().tasks:
+    for t in whole.tasks.tasks:
         if t.node is not None and t.kind is TaskKind.KERNEL:
             part = replace(t, flops=t.flops / n, bytes=t.bytes / n)
             saves[t.node.name] = saves.get(t.node.name, 0.0) + fastest_us(t, profile) - fastest_us(part, profile)
 
     def worth(names: list[str], kind: str, nbytes: int) -> str:
         saved = sum(saves.get(x, 0.0) for x in names)
-        gamma = _algo.reduce_us_per_byte(profile, np.dtype(np.float32))
-        plan = _algo.plan(kind, _algo.choose(system, devices), n, float(nbytes), gamma,
+        gamma = collectives.reduce_us_per_byte(profile, np.dtype(np.float32))
+        plan = collectives.plan(kind, collectives.choose(system, devices), n, float(nbytes), gamma,
                           1.0 / profile.copy_bytes_per_us("d2d"))
-        comm = _algo.estimate_us(system, devices, plan)
+        comm = collectives.estimate_us(system, devices, plan)
         if kind == "all_gather":
             comm += 2.0 * nbytes / profile.hbm_bytes_per_us
         return "" if comm < saved else f"it would save {saved:.1f} us of compute for {comm:.1f} us of {kind}"
@@ -217,8 +216,8 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
     nbytes = t.nbytes * (len(devices) if c.kind == "all_gather" else 1)
     dtype = np.dtype(t.dtype)
     profile = server.system.device_profile
-    plan = _algo.plan(c.kind, _algo.choose(server.system, devices), len(devices), float(nbytes),
-                      _algo.reduce_us_per_byte(profile, dtype), 1.0 / profile.copy_bytes_per_us("d2d"))
+    plan = collectives.plan(c.kind, collectives.choose(server.system, devices), len(devices), float(nbytes),
+                      collectives.reduce_us_per_byte(profile, dtype), 1.0 / profile.copy_bytes_per_us("d2d"))
 
     def compute(parts: dict[int, Part]) -> None:
         if run.timing:
@@ -238,7 +237,7 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
         dev = b.card.device
         for ev in after[r]:
             dev.stream_wait_event(comm[r], ev)
-        meta = {"link": _algo.link_kinds(server.system, devices, plan) or None, "bytes": nbytes,
+        meta = {"link": collectives.link_kinds(server.system, devices, plan) or None, "bytes": nbytes,
                 "algorithm": plan.algorithm, "rank": r}
         task = DeviceTask("hccl", comm[r], f"{what} {c.src}", unit="", bytes=float(nbytes), reads=[],
                           writes=[(v.ptr, v.nbytes, c.dst) for v in views[r]], meta=meta)

@@ -22,7 +22,7 @@ from graphexec.errors import OutOfMemoryError
 from graphexec.ir import Graph, Node, Value
 from graphexec.kernels import parallel
 from graphexec.kernels.quiet import run_quietly
-from graphexec.passes.base import Bounds, CompileState, PassManager
+from graphexec.passes.base import CompileState, PassManager
 from graphexec.passes.direct_writes import DirectWrites
 from graphexec.passes.host_fusion import HostFusion
 from graphexec.passes.lowering import Lowering
@@ -31,8 +31,8 @@ from graphexec.passes.memory_planning import MemoryPlanning
 from graphexec.passes.shape_inference import ShapeInference
 from graphexec.passes.size_check import SizeCheck
 from graphexec.passes.stream_assignment import StreamAssignment
-from graphexec.passes.thread_plan import ThreadPlan, ThreadPlanning
-from graphexec.plan import CompileOptions, MemoryPlan, Schedule, TaskGraph, TaskKind
+from graphexec.passes.thread_plan import ThreadPlanning
+from graphexec.plan import Bounds, CompileOptions, MemoryPlan, Plan, Schedule, TaskGraph, TaskKind, ThreadPlan
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device
@@ -51,14 +51,20 @@ def default_passes(options: CompileOptions) -> PassManager:
     return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 
 
+def compile(graph: Graph, options: CompileOptions, profile: DeviceProfile) -> Plan:
+    """Run the pass pipeline on ``graph`` for ``options.input_types``: the frozen plan."""
+    with gc_paused():   # passes make many small objects; collections would rescan them all
+        return default_passes(options).run(CompileState(graph, options, profile)).plan()
+
+
 def compile_graph(graph: Graph, options: CompileOptions, profile: DeviceProfile,
                   device: Device | None = None) -> Compiled:
-    """Run the pass pipeline on ``graph`` for ``options.input_types``, then lay out the
-    device (``device``: a control-flow body shares its enclosing graph's)."""
+    """Compile ``graph`` (:func:`compile`), then load the plan onto ``device`` (None: a
+    device of its own; a control-flow body shares its enclosing graph's)."""
     t0 = time.perf_counter()
-    with gc_paused():   # passes and plan set-up make many small objects; collections would rescan them all
-        state = default_passes(options).run(CompileState(graph, options, profile))
-        return Compiled(state, time.perf_counter() - t0, device)
+    with gc_paused():   # plan set-up makes many small objects too
+        plan = compile(graph, options, profile)
+        return Compiled(plan, time.perf_counter() - t0, device)
 
 
 def clone_graph(graph: Graph) -> Graph:
@@ -77,20 +83,20 @@ def _clone(graph: Graph) -> Graph:
 
 
 class Compiled:
-    """The compiled plan (the passes' final state) plus a device holding the weights:
-    allocate, upload, run."""
+    """A plan loaded onto a device holding its weights: allocate, upload, run."""
 
-    def __init__(self, state: CompileState, compile_s: float, device: Device | None = None) -> None:
-        self.state = state
-        self.graph: Graph = state.graph
-        self.tasks: TaskGraph = state.need_tasks()
-        self.schedule: Schedule = state.need_schedule()
-        self.memory_plan: MemoryPlan = state.need_memory_plan()
-        self.bounds: Bounds = state.need_bounds()
-        self.fused = state.fused
-        self.profile = state.profile
+    def __init__(self, plan: Plan, compile_s: float, device: Device | None = None) -> None:
+        self.plan = plan
+        self.state = plan   # the name the tests and benchmarks read the passes' products by
+        self.graph: Graph = plan.graph
+        self.tasks: TaskGraph = plan.tasks
+        self.schedule: Schedule = plan.schedule
+        self.memory_plan: MemoryPlan = plan.memory_plan
+        self.bounds: Bounds = plan.bounds
+        self.fused = plan.fused
+        self.profile: DeviceProfile = plan.profile
         self.compile_s = compile_s
-        opts = state.options
+        opts = plan.options
         self.device = device or Device(self.profile, check_hazards=opts.check_hazards, graph_mode=opts.graph_mode)
         self.bases = self._allocate()
         self._unwritten: list[tuple[np.ndarray, np.ndarray]] = []   # weight views and the bytes they wait for
@@ -120,8 +126,7 @@ class Compiled:
         # each kernel's replay step, made with the plan where a session owns it (``engine/steps.py``);
         # a body's or a card's plan makes them at its first replay on one thread, if it ever has one
         self._steps = self._make_steps() if device is None and not self.controls and opts.threads == 1 else None
-        plan = self.memory_plan
-        self.activation_sizes = {e.tensor: e.size for e in plan.entries if e.alias_of is None
+        self.activation_sizes = {e.tensor: e.size for e in self.memory_plan.entries if e.alias_of is None
                                  and e.region == "activation"}   # the executed live peak's tensors
         # what a run's stats read of the kernels, worked out once (``engine/run_stats.py``);
         # a plan with control flow runs its bodies' kernels too: the plain passes measure it
@@ -146,7 +151,7 @@ class Compiled:
         (``compute``) first gets the weights' bytes into device memory."""
         if compute and self._unwritten:
             self._write_weights()
-        st = self.state
+        st = self.plan
         return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
                            tasks=self.tasks, runners=st.runners, where=self._where,
                            views=self._views, direct=st.direct, index=self._index, controls=self.controls,
@@ -164,9 +169,9 @@ class Compiled:
     @property
     def thread_plan(self) -> ThreadPlan:
         """Which kernels may compute on worker threads, and what each waits for."""
-        if self.state.threads is None:
+        if self.plan.threads is None:
             raise RuntimeError("this plan was compiled for one host thread (CompileOptions.threads == 1)")
-        return self.state.threads
+        return self.plan.threads
 
     def region_bytes(self) -> dict[str, int]:
         """Device bytes per region: this plan's plus those of every control-flow body plan
@@ -296,7 +301,7 @@ class Compiled:
                 stats.extra["hazards"] = [h.to_dict() for h in dev.hazards]
             elif recorded is not None:
                 recorded.stats, self._tape = stats, recorded
-        return Result(outputs, stats, RunRecord.of(dev, self))
+        return Result(outputs, stats, RunRecord.of(dev, self.plan))
 
     def _replay(self, ctx: ExecContext, tape: Tape, workers: Workers | None) -> None:
         """Compute the kernels in the order the tape recorded (see ``engine/replay.py``)."""

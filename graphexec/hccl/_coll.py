@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.acl._state import api
+from graphexec.acl.state import api
 from graphexec.errors import AclError
 from graphexec.hccl import _algo
 from graphexec.hccl._comm import Comm, Op, Part, buffer, live_comm, rank_stream, read

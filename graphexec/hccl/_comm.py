@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.acl._state import STATE, api
+from graphexec.acl.state import STATE, api
 from graphexec.errors import AclError
 from graphexec.hccl import _algo
 from graphexec.hccl._types import HCCL_E_NOT_SUPPORT, HCCL_E_PARA, HCCL_E_PTR, HCCL_E_RUNTIME, hccl_error, is_int

@@ -14,27 +14,15 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from graphexec.errors import GraphExecError, InvariantError
 from graphexec.ir import Graph
-from graphexec.plan import CompileOptions, MemoryPlan, Runner, Schedule, TaskGraph
+from graphexec.plan import Bounds, CompileOptions, MemoryPlan, Plan, Runner, Schedule, TaskGraph, ThreadPlan
 from graphexec.runtime.profiles import DeviceProfile
-
-if TYPE_CHECKING:
-    from graphexec.passes.thread_plan import ThreadPlan
 
 log = logging.getLogger(__name__)
 CHECK_CONTRACTS = os.environ.get("GRAPHEXEC_CHECK", "") not in ("", "0")
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """What no schedule on the device can beat: max(critical path, core-time / cores,
-    bytes / HBM bandwidth), and the critical path alone (microseconds)."""
-
-    lower_bound_us: float
-    critical_path_us: float
 
 
 @dataclass(frozen=True)
@@ -71,6 +59,12 @@ class CompileState:
 
     def need_bounds(self) -> Bounds:
         return _need(self.bounds, "bounds")
+
+    def plan(self) -> Plan:
+        """The frozen plan, once every pass that makes a part of it has run."""
+        return Plan(self.graph, self.options, self.profile, self.need_tasks(), self.need_schedule(),
+                    self.need_memory_plan(), self.need_bounds(), self.runners, self.fused, self.direct, self.threads,
+                    self.timings)
 
 
 def _need(value: Any, name: str) -> Any:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from graphexec.passes.base import Bounds, CompileState, Pass, PassResult
+from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.plan import Bounds
 from graphexec.plan.tasks import Task, TaskGraph
 from graphexec.runtime.profiles import DeviceProfile
 

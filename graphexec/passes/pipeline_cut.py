@@ -26,8 +26,8 @@ import numpy as np
 
 from graphexec.errors import GraphExecError
 from graphexec.ir import Graph, TensorType
-from graphexec.passes.base import CompileState
 from graphexec.passes.makespan_bounds import fastest_us
+from graphexec.plan import Plan
 from graphexec.plan.tasks import TaskKind
 from graphexec.runtime.systems import LinkSpec
 
@@ -58,18 +58,18 @@ def constant_nodes(graph: Graph) -> set[int]:
     return out
 
 
-def node_costs(state: CompileState) -> dict[str, float]:
+def node_costs(plan: Plan) -> dict[str, float]:
     """Each node's time (us): its kernel tasks at their fastest, in a compiled plan."""
     costs: dict[str, float] = {}
-    for t in state.need_tasks().tasks:
+    for t in plan.tasks.tasks:
         if t.node is not None and t.kind in (TaskKind.KERNEL, TaskKind.AICPU, TaskKind.CONTROL):
-            costs[t.node.name] = costs.get(t.node.name, 0.0) + fastest_us(t, state.profile)
+            costs[t.node.name] = costs.get(t.node.name, 0.0) + fastest_us(t, plan.profile)
     return costs
 
 
-def value_bytes(state: CompileState) -> dict[str, int]:
+def value_bytes(plan: Plan) -> dict[str, int]:
     """The bytes of every statically sized value of the compiled plan's graph."""
-    return {n: v.type.nbytes for n, v in state.graph.values.items() if v.type.is_static}
+    return {n: v.type.nbytes for n, v in plan.graph.values.items() if v.type.is_static}
 
 
 def cut(graph: Graph, n: int, costs: dict[str, float], nbytes: dict[str, int],

@@ -1,10 +1,11 @@
-"""The compiled plan as frozen values: tasks, schedule, memory plan, options."""
+"""The compiled plan as frozen values: the Plan itself, its tasks, schedule, memory plan, bounds, options."""
 
 from graphexec.plan.clocks import Clocks
+from graphexec.plan.compiled import Bounds, Plan, ThreadPlan
 from graphexec.plan.memory import ALIGN, MemoryPlan, PlanEntry, align
 from graphexec.plan.options import CompileOptions
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import AnyTask, EventTask, Runner, Task, TaskGraph, TaskKind, flatten_aliases
 
-__all__ = ["ALIGN", "AnyTask", "Clocks", "CompileOptions", "EventTask", "MemoryPlan", "PlanEntry", "Runner",
-           "Schedule", "Task", "TaskGraph", "TaskKind", "align", "flatten_aliases"]
+__all__ = ["ALIGN", "AnyTask", "Bounds", "Clocks", "CompileOptions", "EventTask", "MemoryPlan", "Plan", "PlanEntry",
+           "Runner", "Schedule", "Task", "TaskGraph", "TaskKind", "ThreadPlan", "align", "flatten_aliases"]

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from graphexec.passes.stream_assignment import build_schedule
 from graphexec.passes.stream_policies import POLICIES, reduced_edges
+from graphexec.plan import Plan
 from graphexec.runtime.launch import simulate_makespan
 
 WHAT_IF_LIMITS = (2, 4, 8)
@@ -58,10 +59,10 @@ PROFILES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def best_streams(compiled: Any, base: float) -> Experiment:
+def best_streams(plan: Plan, graph_mode: bool, base: float) -> Experiment:
     """The fastest schedule of the same tasks over more streams (timing only)."""
-    tasks, profile, graph_mode = compiled.tasks, compiled.profile, compiled.device.graph_mode
-    best = Experiment("dependency", base, len(compiled.schedule.streams), compiled.schedule.policy)
+    tasks, profile = plan.tasks, plan.profile
+    best = Experiment("dependency", base, len(plan.schedule.streams), plan.schedule.policy)
     if _total_order(tasks):   # every task follows the one before: no schedule overlaps anything
         return best
     for n in (n for n in WHAT_IF_LIMITS if n <= profile.max_streams):
@@ -80,11 +81,11 @@ def _total_order(tasks: Any) -> bool:
     return len(edges) == n - 1 and len({p for p, _ in edges}) == n - 1 and len({c for _, c in edges}) == n - 1
 
 
-def experiments(compiled: Any) -> tuple[float, dict[str, Experiment]]:
-    """(the as-run makespan re-simulated, each cause's counterfactual)."""
-    sched, profile, graph_mode = compiled.schedule, compiled.profile, compiled.device.graph_mode
+def experiments(plan: Plan, graph_mode: bool) -> tuple[float, dict[str, Experiment]]:
+    """(the as-run makespan re-simulated, each cause's counterfactual), from the plan alone."""
+    sched, profile = plan.schedule, plan.profile
     base = simulate_makespan(sched, profile, graph_mode)
-    out = {"dependency": best_streams(compiled, base),
+    out = {"dependency": best_streams(plan, graph_mode, base),
            "launch": Experiment("launch", simulate_makespan(sched, profile.model_copy(update={"launch_cost_us": 0.0}),
                                                             True))}
     for reason, change in PROFILES.items():

@@ -105,7 +105,7 @@ def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
     rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
     n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
     n.update(advisor_numbers(record, rows, stats), streams=stats.num_streams)
-    base, exps = cf.experiments(record.compiled)
+    base, exps = cf.experiments(record.plan, record.graph_mode)
     gains = {r: cf.gain(base, exps[r]) for r in REASONS}
     dep = exps["dependency"]
     n.update(what_if_base_us=base, what_if_best_us=dep.makespan_us, what_if_speedup=gains["dependency"],

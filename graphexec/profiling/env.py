@@ -66,13 +66,13 @@ class Collector:
         replay the same timeline)."""
         from graphexec.profiling.diagnosis import diagnose
 
-        last = {id(getattr(r, "compiled", None)): k for k, (r, s) in enumerate(self.runs) if s is not None}
+        last = {id(getattr(r, "plan", None)): k for k, (r, s) in enumerate(self.runs) if s is not None}
         out: list[dict[str, Any]] = []
         for k, (r, stats) in enumerate(self.runs):
             extra: dict[str, Any] = {"group": self.groups.get(k, k)}
             if stats is not None:
                 extra["stats"] = stats.to_dict()
-                if last.get(id(r.compiled)) == k:
+                if last.get(id(r.plan)) == k:
                     extra["diagnosis"] = diagnose(r, stats).to_dict()
             out.append(extra)
         return out
@@ -110,7 +110,7 @@ def _on_result(result: Any) -> None:
 
 
 def _acl_devices() -> list[Any]:
-    from graphexec.acl._state import STATE
+    from graphexec.acl.state import STATE
 
     return [e.device for _, e in sorted(STATE.devices.items())]
 
@@ -122,19 +122,19 @@ def _on_teardown(device: Any) -> None:
 
 def start(root: str | os.PathLike[str]) -> Collector:
     """Keep every run from now on, for ``stop`` to write."""
-    from graphexec.acl import _state
+    from graphexec.acl import state as acl_state
 
     c = Collector(root)
     if not _active:
         rec.RESULT_OBSERVERS.append(_on_result)
-        _state.TEARDOWN_HOOKS.append(_on_teardown)
+        acl_state.TEARDOWN_HOOKS.append(_on_teardown)
     _active.append(c)
     return c
 
 
 def stop(c: Collector) -> Path | None:
     """Stop keeping runs for ``c`` and write its folder."""
-    from graphexec.acl import _state
+    from graphexec.acl import state as acl_state
 
     for dev in _acl_devices():
         c.on_device(dev)
@@ -143,7 +143,7 @@ def stop(c: Collector) -> Path | None:
     _active.remove(c)
     if not _active:
         rec.RESULT_OBSERVERS.remove(_on_result)
-        _state.TEARDOWN_HOOKS.remove(_on_teardown)
+        acl_state.TEARDOWN_HOOKS.remove(_on_teardown)
         _watched.clear()
     c.path = c.write()
     return c.path

@@ -11,20 +11,35 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from graphexec._files import folder_mode
 from graphexec.errors import GraphExecError, OutputError
+from graphexec.profiling.record import RunRecord
 from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
 from graphexec.profiling.timeline import timeline
 
-if TYPE_CHECKING:
-    from graphexec.engine.result import Result
+
+class Profiled(Protocol):
+    """What a profile is written from (an engine ``Result`` is one): the run record, its
+    trace, and the stats and diagnosis ``graphexec view`` shows."""
+
+    @property
+    def run(self) -> RunRecord | None: ...
+
+    @property
+    def trace(self) -> dict[str, Any]: ...
+
+    @property
+    def stats(self) -> Any: ...
+
+    @property
+    def diagnosis(self) -> Any: ...
 
 FILES = ("timeline.json", "op_summary.csv", "op_statistic.csv")
 
 
-def _write_all(result: "Result", folder: str) -> None:
+def _write_all(result: Profiled, folder: str) -> None:
     record = result.run
     assert record is not None  # write_profile checked it
     rows = op_rows(record)
@@ -34,12 +49,12 @@ def _write_all(result: "Result", folder: str) -> None:
     write_csv(os.path.join(folder, "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
 
 
-def view_extra(result: "Result") -> dict[str, Any]:
+def view_extra(result: Profiled) -> dict[str, Any]:
     """What ``graphexec view`` shows beyond the trace: the run's stats and its diagnosis."""
     return {"stats": result.stats.to_dict(), "diagnosis": result.diagnosis.to_dict()}
 
 
-def write_profile(result: "Result", folder: str | os.PathLike[str]) -> list[Path]:
+def write_profile(result: Profiled, folder: str | os.PathLike[str]) -> list[Path]:
     """Write the profile of ``result`` into ``folder`` (created if missing); returns the paths."""
     if result.run is None:
         raise GraphExecError("this result keeps no run record to profile (it was not made by Session.run)")

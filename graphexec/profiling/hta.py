@@ -164,7 +164,7 @@ def queue_summary(tasks: list[Any], launches: list[Any], capacity: int) -> dict[
 def analyses(record: Any) -> dict[str, Any]:
     """Every analysis above for one RunRecord, JSON-ready."""
     capacity = min(record.profile.queue_depth, record.profile.max_tasks_per_stream)
-    graph_mode = record.compiled.device.graph_mode
+    graph_mode = record.graph_mode
     return {"idle": {str(k): v for k, v in idle_breakdown(record.tasks).items()},
             "critical_path": critical_path(record.tasks, record.launches),
             "launch": launch_stats(record.tasks, record.launches, graph_mode),

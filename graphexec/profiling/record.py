@@ -2,8 +2,9 @@
 
 The device starts a fresh simulator at the next run, so a result keeps the finished
 tasks, the host launches and the simulator of its own run (core samples are built from
-it only when a timeline asks), plus the compiled plan they came from (for tensor shapes,
-the memory plan and what-if schedules).
+it only when a timeline asks), plus the plan they came from (for tensor shapes, the memory
+plan and what-if schedules) and the device's id and launch mode: a value, never the
+loaded plan or the device itself.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
+from graphexec.plan import Plan
+
 if TYPE_CHECKING:
-    from graphexec.engine.compiled import Compiled
     from graphexec.runtime.device import Device
 
 
@@ -24,12 +26,14 @@ RESULT_OBSERVERS: list[Callable[[Any], None]] = []
 
 @dataclass(frozen=True, eq=False)
 class RunRecord:
-    """The finished device tasks, host launches and simulator of one run."""
+    """The finished device tasks, host launches and simulator of one run, and its plan."""
 
     tasks: list[Any]
     launches: list[Any]
     sim: Any = field(repr=False)
-    compiled: "Compiled" = field(repr=False)
+    plan: Plan = field(repr=False)
+    device_id: int = 0
+    graph_mode: bool = True
 
     @cached_property
     def samples(self) -> list[Any]:
@@ -38,32 +42,24 @@ class RunRecord:
 
     @property
     def profile(self) -> Any:
-        return self.compiled.profile
+        return self.plan.profile
 
     @property
     def name(self) -> str:
-        return self.compiled.graph.name or "graphexec"
+        return self.plan.graph.name or "graphexec"
 
     @property
     def graph(self) -> Any:
-        return self.compiled.graph
-
-    @property
-    def device_id(self) -> int:
-        return self.compiled.device.id
-
-    @property
-    def graph_mode(self) -> bool:
-        return self.compiled.device.graph_mode
+        return self.plan.graph
 
     @classmethod
-    def of(cls, dev: "Device", compiled: "Compiled") -> "RunRecord":
-        """A snapshot of the run that just finished on ``dev``."""
-        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, compiled)
+    def of(cls, dev: "Device", plan: Plan) -> "RunRecord":
+        """A snapshot of the run of ``plan`` that just finished on ``dev``."""
+        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, plan, dev.id, dev.graph_mode)
 
     def activation_sizes(self) -> dict[str, int]:
         """Bytes of each activation-pool tensor in the memory plan."""
-        return {e.tensor: e.size for e in self.compiled.memory_plan.buffers if e.region == "activation"}
+        return {e.tensor: e.size for e in self.plan.memory_plan.buffers if e.region == "activation"}
 
 
 @dataclass(frozen=True, eq=False)

@@ -47,10 +47,10 @@ def counter_events(record: RunRecord, pid: int = DEVICE_PID) -> list[dict[str, A
     cores = busy_cores(record.tasks, record.samples, record.profile)
     events += _counter(CORES_COUNTER, pid, [(t, {"cube": c, "vector": v}) for t, c, v in cores])
     events += series_of(HBM_COUNTER, "GB/s", hbm_series(record.tasks))
-    compiled = getattr(record, "compiled", None)
-    if compiled is not None:   # a plan's activation pool; ACL and eager runs have none
+    plan = getattr(record, "plan", None)
+    if plan is not None:   # a plan's activation pool; ACL and eager runs have none
         events += series_of(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(),
-                                                              compiled.tasks.root))
+                                                              plan.tasks.root))
     return events
 
 

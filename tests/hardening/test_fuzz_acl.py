@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import graphexec as gx
 from graphexec import acl
-from graphexec.acl._state import STATE
+from graphexec.acl.state import STATE
 from hardening import bad_inputs as B
 from hardening.guard import deadline
 

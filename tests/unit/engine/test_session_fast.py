@@ -39,7 +39,7 @@ def test_compile_with_no_feeds_is_the_default_feeds_plan(monkeypatch):
     compiles = _counting(monkeypatch)
     session = gx.Session(graph, streams=4)
     plan = session.compile()
-    assert session.simulate().run.compiled is plan and session.compile(default_feeds(graph)) is plan
+    assert session.simulate().run.plan is plan.plan and session.compile(default_feeds(graph)) is plan
     assert len(compiles) == 1
     assert declared_types(graph) == check_feeds(graph, default_feeds(graph))
     # the plan a compile for the declared types alone made (input_types empty) runs the same

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from graphexec import acl
-from graphexec.acl._state import STATE
+from graphexec.acl.state import STATE
 from graphexec.profiling.trace import server_trace
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from graphexec import acl
-from graphexec.acl._state import STATE
+from graphexec.acl.state import STATE
 
 from acl_helpers import MB, download as _download, kernels as _kernels, scale as _scale, upload as _upload
 ROOT = Path(__file__).resolve().parents[3]

@@ -3,6 +3,9 @@
 ACL keeps global state (initialized or not, which devices are open and how often,
 each thread's current context); this module holds it in one place, checks every
 handle a caller passes, and tears a device down completely when its count reaches 0.
+It is public within the package: HCCL runs on the devices and server ACL opened (as
+the real HCCL runs in the runtime's current context), and profiling from the
+environment watches devices being torn down (``TEARDOWN_HOOKS``).
 """
 
 from __future__ import annotations
