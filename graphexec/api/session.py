@@ -19,9 +19,10 @@ import numpy as np
 from graphexec._limits import collect_due
 from graphexec.api.simulate import computed, control_flow, simulate_cards
 from graphexec.cluster import Mode, check_spread, start
-from graphexec.engine.compiled import Compiled, clone_graph, compile_graph
+from graphexec.engine.compiled import Compiled, clone_graph, compile
 from graphexec.engine.feed_values import as_feeds, check_mapping
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
+from graphexec.engine.resident import LoadedPlans
 from graphexec.engine.result import Result
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
@@ -59,13 +60,18 @@ class Session:
         system: a built-in system name or a system YAML path; None: the built-in whose
             cards are ``device`` (atlas800-910 for ascend910, ...).
         compute: False makes every ``run`` a timing-only ``simulate`` (no outputs).
+        max_plans: how many input-shape signatures' plans stay loaded on the session's
+            device (None: all). The plans share one device and one copy of the weights;
+            past the bound, or when the device's memory runs out, the least recently used
+            plan is evicted (its pools freed; compiled again if its shapes come back).
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
                  device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
                  launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
-                 microbatches: int = 1, system: str | None = None, compute: bool = True) -> None:
+                 microbatches: int = 1, system: str | None = None, compute: bool = True,
+                 max_plans: int | None = None) -> None:
         check_session_options(policy=policy, fold=fold, check_hazards=check_hazards, memory_reuse=memory_reuse,
                               device=device)   # the YAML options' rules, one path (streams: _check_streams)
         if memory not in ("reuse", "none", "joint"):
@@ -86,7 +92,7 @@ class Session:
         self.compute = bool(compute)
         self.options = CompileOptions(_check_streams(streams, self.profile), policy,
                                       memory if memory_reuse else "none", fold, check_hazards, launch, self.threads)
-        self._cache: dict[tuple[Any, ...], Compiled] = {}
+        self.plans = LoadedPlans(self.profile, self.options, _check_max_plans(max_plans))   # one device, LRU
         self._seen: dict[tuple[Any, ...], Compiled] = {}   # ``feeds_key`` of feeds checked before -> their plan
         self._last: Compiled | None = None
         self._workers: Workers | None = None
@@ -110,13 +116,15 @@ class Session:
         if compiled is None:
             types = check_feeds(self.graph, feeds) if feeds is not None else declared_types(self.graph)
             key = signature(types)
-            compiled = self._cache.get(key)
+            compiled = self.plans.get(key)
             if compiled is None:
                 opts = replace(self.options, input_types=types)
-                compiled = self._cache[key] = compile_graph(clone_graph(self.graph), opts, self.profile)
+                compiled = self.plans.load(key, lambda: compile(clone_graph(self.graph), opts, self.profile))
+                self._seen = {k: c for k, c in self._seen.items() if self.plans.holds(c)}   # none evicted
                 collect_due()   # the compile's young objects are walked here, not at the next run's start
             if seen is not None:
                 self._seen[seen] = compiled
+        self.plans.use(compiled)
         self._last = compiled
         return compiled
 
@@ -182,6 +190,12 @@ class Session:
             self.compile(None)
         assert self._last is not None
         return self._last
+
+
+def _check_max_plans(n: int | None) -> int | None:
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+        raise GraphExecError(f"max_plans must be an int >= 1 or None, not {n!r}")
+    return None if n is None else int(n)
 
 
 def _check_threads(threads: int) -> int:

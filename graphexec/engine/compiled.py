@@ -18,6 +18,7 @@ from graphexec.engine.result import Result, make_stats
 from graphexec.engine.run_stats import StatsPlan
 from graphexec.engine.steps import Steps
 from graphexec.engine.threads import Overlap, Workers
+from graphexec.engine.weights import WeightRegion, WeightStore
 from graphexec.errors import OutOfMemoryError
 from graphexec.ir import Graph, Node, Value
 from graphexec.kernels import parallel
@@ -85,7 +86,8 @@ def _clone(graph: Graph) -> Graph:
 class Compiled:
     """A plan loaded onto a device holding its weights: allocate, upload, run."""
 
-    def __init__(self, plan: Plan, compile_s: float, device: Device | None = None) -> None:
+    def __init__(self, plan: Plan, compile_s: float, device: Device | None = None,
+                 weights: WeightStore | None = None, own: bool | None = None) -> None:
         self.plan = plan
         self.state = plan   # the name the tests and benchmarks read the passes' products by
         self.graph: Graph = plan.graph
@@ -98,9 +100,8 @@ class Compiled:
         self.compile_s = compile_s
         opts = plan.options
         self.device = device or Device(self.profile, check_hazards=opts.check_hazards, graph_mode=opts.graph_mode)
-        self.bases = self._allocate()
-        self._unwritten: list[tuple[np.ndarray, np.ndarray]] = []   # weight views and the bytes they wait for
-        self._upload_weights()
+        self.weights = weights or WeightStore(self.device)   # a session's device shares one store by its plans
+        self.bases, self.weight_at, self._weight_regions = self._allocate()
         compile_body = lambda g, o: compile_graph(clone_graph(g), o, self.profile, self.device)  # noqa: E731
         self.controls = controllers([t for t in self.tasks.tasks if t.kind is TaskKind.CONTROL], self.graph, opts,
                                     compile_body)
@@ -125,7 +126,8 @@ class Compiled:
         self._prepare()
         # each kernel's replay step, made with the plan where a session owns it (``engine/steps.py``);
         # a body's or a card's plan makes them at its first replay on one thread, if it ever has one
-        self._steps = self._make_steps() if device is None and not self.controls and opts.threads == 1 else None
+        own = device is None if own is None else own   # a session's plan; not a body's or a card's
+        self._steps = self._make_steps() if own and not self.controls and opts.threads == 1 else None
         self.activation_sizes = {e.tensor: e.size for e in self.memory_plan.entries if e.alias_of is None
                                  and e.region == "activation"}   # the executed live peak's tensors
         # what a run's stats read of the kernels, worked out once (``engine/run_stats.py``);
@@ -143,14 +145,14 @@ class Compiled:
         """What every run shares, worked out once: where each value lives and a view of
         each (the pool does not move)."""
         ctx = self.context(compute=False)
-        place(ctx, self.memory_plan, self.bases)
+        place(ctx, self.memory_plan, self.bases, self.weight_at)
         prime_views(ctx)
 
     def context(self, compute: bool = True) -> ExecContext:
         """A fresh run context sharing the prepared views and places; one that computes
         (``compute``) first gets the weights' bytes into device memory."""
-        if compute and self._unwritten:
-            self._write_weights()
+        if compute:
+            self.weights.write()
         st = self.plan
         return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
                            tasks=self.tasks, runners=st.runners, where=self._where,
@@ -186,7 +188,9 @@ class Compiled:
                         total[region] = total.get(region, 0) + n
         return total
 
-    def _allocate(self) -> dict[str, int]:
+    def _allocate(self) -> tuple[dict[str, int], dict[str, int], list[WeightRegion]]:
+        """The io and activation regions, each weight's address (its one copy on the
+        device, uploaded now if it is new there) and the weight regions used."""
         sizes = self.memory_plan.region_bytes
         total = sum(sizes.values())
         if total > self.profile.hbm_capacity_bytes:
@@ -196,24 +200,24 @@ class Compiled:
                 f"{self.graph.source}: the plan needs {total} bytes ({sizes['weight']} weights, {sizes['io']} "
                 f"inputs/outputs, {sizes['activation']} activation pool), device {self.profile.name} has "
                 f"{self.profile.hbm_capacity_bytes}; the largest tensor is {big.tensor!r} ({big.size} bytes)")
-        return {r: self.device.memory.alloc(sizes[r], tag=r) for r in REGIONS}
+        at, regions = self.weights.place(self.graph, self.memory_plan)
+        try:
+            return {r: self.device.memory.alloc(sizes[r], tag=r) for r in REGIONS[1:]}, at, regions
+        except OutOfMemoryError:
+            self.weights.release(regions)
+            raise
 
-    def _upload_weights(self) -> None:
-        """The weights' copies onto the device, on its clock now; their bytes move when a
-        run first computes (``context``): timing-only runs never read them, and a sweep's
-        compile of ResNet-50 spent a third of its time moving them."""
-        for e in self.memory_plan.buffers:
-            if e.region == "weight":
-                const = self.graph.values[e.tensor].const
-                assert const is not None   # a planned weight is a constant
-                view = self.device.view(self.bases["weight"] + e.offset, const.dtype, const.shape)
-                self.device.memcpy_sync(const.nbytes, "h2d", _nothing)
-                self._unwritten.append((view, const))
-
-    def _write_weights(self) -> None:
-        for view, const in self._unwritten:
-            view[...] = const
-        self._unwritten = []
+    def unload(self) -> None:
+        """Give the device back this plan's pools, and its weights no other plan uses (and
+        those of its control-flow bodies): an evicted signature's plan."""
+        for ctrl in self.controls.values():
+            for body in ctrl.bodies:
+                for plan in body.plans.values():
+                    plan.unload()
+        for region in REGIONS[1:]:
+            self.device.memory.free(self.bases.pop(region))
+        self.weights.release(self._weight_regions)
+        self._weight_regions = []
 
     def run(self, feeds: dict[str, Any], workers: Workers | None = None, compute: bool = True) -> Result:
         """Copy the feeds in, launch every task, synchronize, copy the outputs out;

@@ -260,10 +260,13 @@ def _layout(t: TensorType) -> tuple[np.dtype, tuple[int, ...]]:
     return t.dtype, cast("tuple[int, ...]", tuple(t.shape))
 
 
-def place(ctx: ExecContext, plan: MemoryPlan, bases: dict[str, int]) -> None:
-    """Map every planned buffer to its device address."""
+def place(ctx: ExecContext, plan: MemoryPlan, bases: dict[str, int], at: dict[str, int]) -> None:
+    """Map every planned buffer to its device address: ``at`` for those placed one by one
+    (the weights, on a device that may hold them for several plans), else its region's base
+    plus its offset."""
     for e in plan.buffers:
-        ctx.where[e.tensor] = Location(bases[e.region] + e.offset, *_layout(ctx.graph.values[e.tensor].type))
+        ptr = at[e.tensor] if e.tensor in at else bases[e.region] + e.offset
+        ctx.where[e.tensor] = Location(ptr, *_layout(ctx.graph.values[e.tensor].type))
 
 
 def prime_views(ctx: ExecContext) -> None:

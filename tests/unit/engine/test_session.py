@@ -27,7 +27,7 @@ def test_one_compile_per_signature():
     for batch in (1, 5, 1, 5):
         x = np.ones((batch, 3), np.float32)
         np.testing.assert_allclose(s.run({"x": x}).outputs["y"], _expected(x), rtol=1e-6)
-    assert len(s._cache) == 2
+    assert len(s.plans) == 2
 
 
 def test_deterministic_bit_identical_and_same_times():

@@ -148,8 +148,7 @@ def test_weights_reach_device_memory_only_for_a_computing_run():
     s = gx.Session(graph)
     timing = s.simulate(feeds)
     c = s.compiled
-    entry = next(e for e in c.memory_plan.buffers if e.tensor == "w")
-    on_device = c.device.view(c.bases["weight"] + entry.offset, w.dtype, w.shape)
+    on_device = c.device.view(c.weight_at["w"], w.dtype, w.shape)
     assert not np.array_equal(on_device, w)   # not moved yet
     out = s.run(feeds)
     assert np.array_equal(on_device, w)
