@@ -6,9 +6,10 @@ msprof leaves raw data per device and host and the parsed summaries beside them:
       device_0/data/tasks_0.json        every finished task of each run on device 0
       host/data/launches_0.json         the host's launch calls
       mindstudio_profiler_output/
-        msprof_<time>.json              the timeline (Chrome trace; one host and one device
-                                        process per run, otherData: each run's stats and diagnosis)
-        op_summary_<time>.csv           one row per task, msprof's columns
+        msprof_<time>.json              the timeline (Chrome trace; every run a step on one clock,
+                                        one host and one device process per device, otherData:
+                                        each run's step, start, stats and diagnosis)
+        op_summary_<time>.csv           one row per task, msprof's columns and its Step ID
         op_statistic_<time>.csv         per device, model, OP Type and Core Type
         README.txt
 
@@ -26,12 +27,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphexec._files import folder_mode
+from graphexec.profiling.steps import place, span_us, starts, step_events, step_ids
 from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
 from graphexec.profiling.timeline import timeline
 from graphexec.profiling.trace import record_trace
 
 OUTPUT = "mindstudio_profiler_output"
-SUMMARY = ("Device_id", "Model Name", "Task ID", *SUMMARY_COLUMNS)
+SUMMARY = ("Device_id", "Model Name", "Step ID", "Task ID", *SUMMARY_COLUMNS)
 STATISTIC = ("Device_id", "Model Name", *STATISTIC_COLUMNS)
 README = """Written by graphexec (ASCEND_PROFILING_ENABLED=1) in msprof's layout. Times are simulated
 device microseconds. msprof_*.json opens in Perfetto or chrome://tracing; `graphexec view` on
@@ -43,33 +45,20 @@ def folder_name(stamp: str, pid: int) -> str:
     return f"PROF_{stamp}_{pid}"
 
 
-def _renumber(trace: dict[str, Any], k: int, device_id: int) -> list[dict[str, Any]]:
-    """Run ``k``'s events with pids of its own (host 2k, devices 2k+1) and flow ids apart;
-    the device process is named by its device id."""
-    out = []
-    for e in trace["traceEvents"]:
-        e = dict(e, pid=2 * k + (e["pid"] != 0))
-        if "id" in e:
-            e["id"] = (k << 44) + int(e["id"])
-        if e.get("ph") == "M" and e.get("name") == "process_name":
-            name = str(e["args"]["name"])
-            if e["pid"] % 2 and name.startswith("device "):
-                name = f"device {device_id} {name.removeprefix('device ')}"
-            e["args"] = {"name": f"{name} run {k}"}
-        elif e.get("ph") == "M" and e.get("name") == "process_sort_index":
-            e["args"] = {"sort_index": e["pid"]}
-        out.append(e)
-    return out
-
-
 def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One Chrome trace of every run, each in processes of its own."""
+    """One Chrome trace of every run on one clock, each run a step (``profiling/steps.py``)."""
+    docs = [timeline(run, record_trace(run), extra) for run, extra in zip(runs, extras)]
+    ids = step_ids(extras)
+    spans = [span_us(doc["traceEvents"]) for doc in docs]
+    begins = starts(spans, ids)
     events: list[dict[str, Any]] = []
+    named: set[tuple[Any, ...]] = set()
     others = []
-    for k, (run, extra) in enumerate(zip(runs, extras)):
-        doc = timeline(run, record_trace(run), extra)
-        events += _renumber(doc, k, run.device_id)
-        others.append({**doc["otherData"], "run": k, "device_id": run.device_id})
+    for k, (run, doc) in enumerate(zip(runs, docs)):
+        events += place(doc["traceEvents"], k, run.device_id, ids[k], begins[k], named)
+        others.append({**doc["otherData"], "run": k, "device_id": run.device_id, "step": ids[k],
+                       "start_us": begins[k], "device_pid": 2 * run.device_id + 1})
+    events += step_events([r.device_id for r in runs], ids, begins, spans)
     first = others[0] if others else {}
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {**first, "runs": others}}
 
@@ -79,6 +68,7 @@ def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], s
     out.mkdir()
     (folder / "host" / "data").mkdir(parents=True)
     summary, stats = [], []
+    doc = merged_timeline(runs, extras)
     for k, run in enumerate(runs):
         raw = folder / f"device_{run.device_id}" / "data"
         raw.mkdir(parents=True, exist_ok=True)
@@ -87,11 +77,13 @@ def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], s
             [{"task": lc.task.name, "stream": lc.task.stream.id, "start": lc.start, "end": lc.end}
              for lc in run.launches]), encoding="utf-8")
         rows = op_rows(run)
-        head = {"Device_id": run.device_id, "Model Name": run.name}
-        summary += [{**head, "Task ID": i, **r} for i, r in enumerate(rows)]
-        stats += [{**head, **r} for r in op_statistic(rows)]
+        at = doc["otherData"]["runs"][k]
+        head = {"Device_id": run.device_id, "Model Name": run.name, "Step ID": at["step"]}
+        summary += [{**head, "Task ID": i, **r, "Task Start Time(us)": r["Task Start Time(us)"] + at["start_us"]}
+                    for i, r in enumerate(rows)]
+        stats += [{"Device_id": run.device_id, "Model Name": run.name, **r} for r in op_statistic(rows)]
     with open(out / f"msprof_{stamp}.json", "w", encoding="utf-8") as f:
-        json.dump(merged_timeline(runs, extras), f, default=str)
+        json.dump(doc, f, default=str)
     write_csv(str(out / f"op_summary_{stamp}.csv"), SUMMARY, summary)
     write_csv(str(out / f"op_statistic_{stamp}.csv"), STATISTIC, _merge_statistic(stats))
     (out / "README.txt").write_text(README.format(runs=len(runs)), encoding="utf-8")

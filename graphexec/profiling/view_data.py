@@ -142,18 +142,28 @@ def _pick(doc: dict[str, Any]) -> tuple[int | None, dict[str, Any], set[int]]:
     return k, next(r for r in runs if r["run"] == k), {p for j in group for p in (2 * j, 2 * j + 1)}
 
 
+def _steps(doc: dict[str, Any]) -> bool:
+    """Whether a PROF timeline lays its runs on one clock as steps (every run is shown)."""
+    runs = (doc.get("otherData") or {}).get("runs") or []
+    return bool(runs) and all(isinstance(r, dict) and "step" in r for r in runs)
+
+
 def load(path: str | Path) -> View:
-    """The run a profile holds (the diagnosed one of several), ready to draw."""
+    """A profile ready to draw: a PROF folder's whole timeline (its runs are steps on one
+    clock; the stats and diagnosis shown are the diagnosed run's), or the one run a
+    single-run profile holds."""
     timeline, ops = _files(Path(path))
     doc = _load_json(timeline)
     k, other, pids = _pick(doc)
     events = doc["traceEvents"]
-    if k is not None:   # a PROF folder: the shown run's processes only
+    runs = list((doc.get("otherData") or {}).get("runs") or [])
+    if k is not None and _steps(doc):   # every run a step on one clock: the whole timeline, every row
+        return View(str(timeline), events, _rows(ops, events), other, runs, other.get("device_pid"))
+    if k is not None:   # an older PROF folder (a clock per run): the shown run's processes only
         events = [e for e in events if e.get("pid") in pids]
     rows = _rows(ops, events)
     if k is not None and rows and "Model Name" in rows[0]:
         rows = _run_rows(rows, doc["otherData"]["runs"], k)
-    runs = list((doc.get("otherData") or {}).get("runs") or [])
     return View(str(timeline), events, rows, other, runs, other.get("device_pid") if k is None else 2 * k + 1)
 
 

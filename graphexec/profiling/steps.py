@@ -1,0 +1,88 @@
+"""Several runs on one timeline: each run is a step (msprof's step trace, torch_npu's
+``ProfilerStep#N``), and the steps follow one another on one clock.
+
+A device's simulated clock starts at zero for every run; a profile of several runs lays
+them end to end instead: step ``s`` starts where step ``s - 1`` ended (the latest end of
+any of its events, host launches included). The runs of one result (the cards of one
+multi-card run) are one step and start together. Every device keeps one host and one
+device process across the steps (pids ``2 d`` and ``2 d + 1``), each slice carries its
+``args.step``, and a ``steps`` track on each host process marks the steps themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+STEP_TID = 1 << 20   # the host process's track of step slices, below every stream and thread
+
+
+def step_ids(extras: Sequence[dict[str, Any]]) -> list[int]:
+    """Run k -> its step (from 1): a new step per result; a result's other cards share it."""
+    ids: list[int] = []
+    for k, extra in enumerate(extras):
+        group = extra.get("group", k)
+        ids.append(ids[group] if group != k and group < len(ids) else (max(ids, default=0) + 1))
+    return ids
+
+
+def span_us(events: Sequence[dict[str, Any]]) -> float:
+    """The latest end of any timed event of a run's trace (microseconds from its start)."""
+    return max((float(e["ts"]) + float(e.get("dur", 0.0)) for e in events if "ts" in e), default=0.0)
+
+
+def starts(spans: Sequence[float], steps: Sequence[int]) -> list[float]:
+    """Run k -> where its step starts on the one clock."""
+    ends: dict[int, float] = {}
+    for span, s in zip(spans, steps):
+        ends[s] = max(ends.get(s, 0.0), span)
+    begin, at = 0.0, {}
+    for s in sorted(ends):
+        at[s] = begin
+        begin += ends[s]
+    return [at[s] for s in steps]
+
+
+def place(events: Sequence[dict[str, Any]], k: int, device_id: int, step: int, start: float,
+          named: set[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Run ``k``'s events on the one timeline: its device's processes, shifted to ``start``,
+    flow ids apart, each slice tagged with its step; a process or thread named once."""
+    out = []
+    for e in events:
+        e = dict(e, pid=2 * device_id + (e["pid"] != 0))
+        if "ts" in e:
+            e["ts"] = float(e["ts"]) + start
+        if "id" in e:
+            e["id"] = (k << 44) + int(e["id"])
+        if e.get("ph") == "X":
+            e["args"] = {**e.get("args", {}), "step": step}
+        elif e.get("ph") == "M":
+            key = (e["pid"], e.get("tid"), e["name"])
+            if key in named:
+                continue
+            named.add(key)
+            if e["name"] == "process_name" and e["pid"] % 2 == 0 and device_id:
+                e["args"] = {"name": f"{e['args']['name']} (device {device_id})"}
+            elif e["name"] == "process_sort_index":
+                e["args"] = {"sort_index": e["pid"]}
+        out.append(e)
+    return out
+
+
+def step_events(device_ids: Sequence[int], steps: Sequence[int], begins: Sequence[float],
+                spans: Sequence[float]) -> list[dict[str, Any]]:
+    """A ``ProfilerStep#s`` slice per step on each device's host process."""
+    length: dict[int, float] = {}
+    for s, span in zip(steps, spans):
+        length[s] = max(length.get(s, 0.0), span)
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[int, int]] = set()
+    for d, s, begin in zip(device_ids, steps, begins):
+        if (d, s) in seen:
+            continue
+        if not any(key[0] == d for key in seen):
+            out.append({"ph": "M", "name": "thread_name", "pid": 2 * d, "tid": STEP_TID, "args": {"name": "steps"}})
+        seen.add((d, s))
+        dur = length[s]
+        out.append({"ph": "X", "cat": "step", "name": f"ProfilerStep#{s}", "ts": begin, "dur": dur,
+                    "pid": 2 * d, "tid": STEP_TID, "args": {"step": s}})
+    return out
