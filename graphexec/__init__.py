@@ -8,6 +8,7 @@ Example:
 """
 
 from graphexec.api import Comparison, Session, compare
+from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result, Stats
 from graphexec.errors import (
@@ -30,8 +31,8 @@ from graphexec.profiling.env import from_environment as _profiling_from_environm
 from graphexec.sweep import sweep
 
 __all__ = [
-    "AclError", "Comparison", "DeviceError", "FeedError", "Graph", "GraphBuilder", "GraphError", "GraphExecError",
-    "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats",
+    "AclError", "Comparison", "DeviceError", "DeviceTensor", "FeedError", "Graph", "GraphBuilder", "GraphError",
+    "GraphExecError", "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats",
     "UnsupportedOpError", "compare", "default_feeds", "kernel", "load", "sweep",
 ]
 __version__ = "0.1.0"

@@ -12,14 +12,16 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from graphexec._limits import collect_due
+from graphexec.api.decode import Decoded, decode
 from graphexec.api.simulate import computed, control_flow, simulate_cards
 from graphexec.cluster import Mode, check_spread, start
 from graphexec.engine.compiled import Compiled, clone_graph, compile
+from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.feed_values import as_feeds, check_mapping
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
 from graphexec.engine.resident import LoadedPlans
@@ -128,16 +130,26 @@ class Session:
         self._last = compiled
         return compiled
 
-    def run(self, feeds: Mapping[str, Any]) -> Result:
+    def run(self, feeds: Mapping[str, Any], keep: Iterable[str] = ()) -> Result:
         """Run the graph on ``feeds`` (name -> array); outputs come in graph order.
         A session made with ``compute=False`` simulates instead (see ``simulate``). Runs
-        from several threads take turns (each gets its own, correct, result)."""
+        from several threads take turns (each gets its own, correct, result).
+
+        ``keep`` names outputs to leave on the device: each comes back as a
+        ``DeviceTensor`` (``engine/device_tensor.py``), and a later run of this session
+        takes it as a feed with no host copy (a decode loop's KV cache)."""
         if not self.compute:
             return self.simulate(feeds)
+        kept = frozenset(keep)
+        unknown = sorted(kept - set(self.graph.outputs))
+        if unknown:
+            raise GraphExecError(f"keep: {unknown[0]!r} is not an output of the graph")
+        if self.multi is not None and (kept or any(isinstance(v, DeviceTensor) for v in feeds.values())):
+            raise GraphExecError("keep and DeviceTensor feeds: tensors stay on the device of a one-card session only")
         with self._lock:
-            return self._run(as_feeds(self.graph, feeds))
+            return self._run(as_feeds(self.graph, feeds), kept)
 
-    def _run(self, feeds: dict[str, Any]) -> Result:
+    def _run(self, feeds: dict[str, Any], keep: frozenset[str] = frozenset()) -> Result:
         if self.multi is not None:
             result = self.multi.run(feeds)
             self._last = self.multi.compile(feeds)
@@ -146,7 +158,7 @@ class Session:
         if self.threads > 1 and self._workers is None:
             self._workers = Workers(self.threads)
             weakref.finalize(self, self._workers.pool.shutdown, wait=False)
-        return compiled.run(feeds, self._workers)
+        return compiled.run(feeds, self._workers, keep=keep)
 
     def simulate(self, feeds: Mapping[str, Any] | None = None,
                  shapes: Mapping[str, tuple[int, ...]] | None = None) -> Result:
@@ -178,6 +190,11 @@ class Session:
         if why is None:
             return compiled.run(run_feeds, compute=False)
         return computed(compiled.run(run_feeds, self._workers), why)
+
+    def decode(self, prompt: Sequence[int], steps: int) -> Decoded:
+        """A decode loop on a decoder exported with its KV cache: the prompt step, then
+        ``steps`` tokens, the cache kept on the device from step to step (``api/decode.py``)."""
+        return decode(self, prompt, steps)
 
     @property
     def memory_plan(self) -> MemoryPlan:

@@ -8,10 +8,10 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any, Callable, cast
 
-import numpy as np
-
 from graphexec._limits import gc_paused
+from graphexec.engine import io
 from graphexec.engine.control import controllers
+from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
@@ -219,7 +219,8 @@ class Compiled:
         self.weights.release(self._weight_regions)
         self._weight_regions = []
 
-    def run(self, feeds: dict[str, Any], workers: Workers | None = None, compute: bool = True) -> Result:
+    def run(self, feeds: dict[str, Any], workers: Workers | None = None, compute: bool = True,
+            keep: frozenset[str] = frozenset()) -> Result:
         """Copy the feeds in, launch every task, synchronize, copy the outputs out;
         with ``workers``, kernels compute on its threads (see ``engine/threads.py``).
 
@@ -239,7 +240,7 @@ class Compiled:
             with gc_paused():
                 return self._run(feeds, workers, compute)
         with gc_paused(), run_quietly():
-            return self._run(feeds, workers, compute)
+            return self._run(feeds, workers, compute, keep)
 
     @property
     def needs_values(self) -> str | None:
@@ -262,7 +263,8 @@ class Compiled:
                 return f"output {name!r} is sized only when computed"
         return None
 
-    def _run(self, feeds: dict[str, Any], workers: Workers | None, compute: bool = True) -> Result:
+    def _run(self, feeds: dict[str, Any], workers: Workers | None, compute: bool = True,
+             keep: frozenset[str] = frozenset()) -> Result:
         dev = self.device
         dev.reset_run()
         ctx = self.context(compute or bool(self.controls))
@@ -279,17 +281,19 @@ class Compiled:
                 ctx.inline = True
                 self._simulate(ctx)
             else:
-                replayed = self._tape if self._tape is not None and self._tape.fits(dev) else None
+                plain = not keep and not any(isinstance(v, DeviceTensor) for v in feeds.values())   # the tape's I/O
+                replayed = self._tape if plain and self._tape is not None and self._tape.fits(dev) else None
                 if not replayed:   # the tape's steps, recorded with no call per step
                     self._log.clear()
                     ctx.log, ctx.log_end = self._log, self._log_end
                 tape = replayed or self._simulate(ctx)
-                recorded = None if replayed else tape
+                recorded = None if replayed or not plain else tape
                 if compute:
                     self._replay(ctx, tape, workers)
                 else:
                     tape.restore(dev)
-            outputs = {name: self._fetch(ctx, name, compute) for name in self.graph.outputs}
+            outputs = {name: io.keep(dev, ctx, name) if name in keep else self._fetch(ctx, name, compute)
+                       for name in self.graph.outputs}
             if not compute:
                 outputs = {}
         finally:
@@ -367,29 +371,7 @@ class Compiled:
         return dev.create_stream() if prio is None else dev.create_stream(priority=prio)
 
     def _feed(self, ctx: ExecContext, name: str, value: Any, compute: bool = True) -> None:
-        loc = ctx.where.get(name)
-        if loc is None or not isinstance(value, np.ndarray):
-            ctx.host[name] = value
-            return
-        if not compute:   # the copy's cost alone: no view to write into
-            self.device.memcpy_sync(value.nbytes, "h2d", _nothing)
-            return
-        view = self.device.view(loc.ptr, loc.dtype, loc.shape)
-        self.device.memcpy_sync(value.nbytes, "h2d", lambda: view.__setitem__(..., value))
+        io.feed(self.device, ctx, name, value, compute)
 
     def _fetch(self, ctx: ExecContext, name: str, compute: bool = True) -> Any:
-        """The output copied to the host; timing-only, the copy's cost alone (the planned
-        view or constant gives its size)."""
-        value = ctx.read(name)
-        if not isinstance(value, np.ndarray):
-            return value
-        if not compute:
-            self.device.memcpy_sync(value.nbytes, "d2h", _nothing)
-            return None
-        out = np.empty(value.shape, value.dtype)
-        self.device.memcpy_sync(value.nbytes, "d2h", lambda: out.__setitem__(..., value))
-        return out
-
-
-def _nothing() -> None:
-    """A timing-only copy: it costs its time, no byte moves."""
+        return io.fetch(self.device, ctx, name, compute)

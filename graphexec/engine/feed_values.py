@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.errors import FeedError
 from graphexec.ir import Graph
 
@@ -33,6 +34,8 @@ def as_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _as_feed(graph: Graph, name: str, value: Any) -> Any:
+    if isinstance(value, DeviceTensor):   # kept on the device by an earlier run: it stays there
+        return value
     declared = graph.values[name].type if name in graph.values and name in graph.inputs else None
     if isinstance(value, np.ndarray) or declared is None or declared.kind != "tensor":
         return value if isinstance(value, (np.ndarray, list, dict)) or value is None else np.asarray(value)

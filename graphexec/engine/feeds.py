@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphexec._limits import over_budget
+from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
 from graphexec.passes.size_check import INT64_MAX, check_fits, unholdable
@@ -30,7 +31,7 @@ def check_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, TensorType]
     for name in graph.inputs:
         declared = graph.values[name].type
         value = feeds[name]
-        if declared.kind != "tensor" or not isinstance(value, np.ndarray):
+        if declared.kind != "tensor" or not isinstance(value, (np.ndarray, DeviceTensor)):
             types[name] = declared
             continue
         _check_dtype(name, declared, value)
@@ -66,15 +67,15 @@ def declared_types(graph: Graph) -> dict[str, TensorType]:
     return types
 
 
-def _check_dtype(name: str, declared: TensorType, value: np.ndarray) -> None:
+def _check_dtype(name: str, declared: TensorType, value: np.ndarray | DeviceTensor) -> None:
     if declared.dtype is not None and value.dtype != declared.dtype:
         raise FeedError(f"input {name!r} must be {declared.dtype.name}, got {value.dtype.name}")
 
 
-def _check_shape(name: str, declared: TensorType, value: np.ndarray, bound: dict[str, int]) -> None:
+def _check_shape(name: str, declared: TensorType, value: np.ndarray | DeviceTensor, bound: dict[str, int]) -> None:
     if declared.shape is None:
         return
-    if len(declared.shape) != value.ndim:
+    if len(declared.shape) != len(value.shape):
         raise FeedError(f"input {name!r} must have rank {len(declared.shape)} "
                         f"(shape {_fmt(declared.shape)}), got shape {_fmt(value.shape)}")
     for i, (d, v) in enumerate(zip(declared.shape, value.shape)):
