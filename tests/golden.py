@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import golden_compare
+import light_logits
 import numpy as np
 import onnx
 
@@ -33,6 +34,7 @@ import graphexec as gx
 
 DATA = Path(__file__).parent / "data" / "golden_plans.json"
 OUTPUTS = DATA.with_name("golden_outputs.npz")
+LOGITS = "<logits>"   # a light model's logits, kept beside its outputs (light_logits)
 # each node test's generated inputs when DATA was recorded: onnx makes some with ml_dtypes at
 # collection, and ml_dtypes 0.7 casts out-of-range int2/int4 values otherwise than 0.6 did
 # (0.6 wraps), so those cases' inputs, and so outputs, differ
@@ -229,6 +231,9 @@ def record() -> None:
         d, outs = digest_case(model, s, feeds)
         digests[name] = comparable(name, d)
         if name.split("/")[1] not in UNSEEDED:
+            cut = light_logits.logits_model(model) if name.startswith("light/") else None
+            if cut is not None:
+                outs[LOGITS] = ("float32", light_logits.logits(cut, light_feeds(gx.Session(cut))))
             for k, (_, v) in outs.items():
                 if array_key(name, k) in arrays and _digest(arrays[array_key(name, k)]) != _digest(v):
                     raise AssertionError(f"{name}: output {k} differs from another stream setting's")
@@ -272,8 +277,21 @@ def check(name: str, model: Any, streams: Any, feeds: Any) -> list[str]:
     if problems or "error" in digests or test in UNSEEDED:
         return problems
     reference = oracle_arrays(model, feeds) if by_oracle else arrays_then[name.rsplit("/", 1)[0]]
+    cut = light_logits.logits_model(model) if name.startswith("light/") else None
+    if cut is not None:   # a softmax over logits float32 may not determine: judge the logits
+        problems = _logits_problems(cut, arrays, reference)
+        if not light_logits.determined(reference[LOGITS]):
+            return problems
     family = golden_compare.family_of(model)
-    return [f"{k}: {why}" for k, why in golden_compare.mismatches(arrays, reference, family).items()]
+    return problems + [f"{k}: {why}" for k, why in golden_compare.mismatches(arrays, reference, family).items()]
+
+
+def _logits_problems(cut: onnx.ModelProto, arrays: Arrays, reference: dict[str, np.ndarray]) -> list[str]:
+    got = light_logits.logits(cut, light_feeds(gx.Session(cut)))
+    why = golden_compare.close(got, reference[LOGITS], str(got.dtype), golden_compare.ACCUMULATE)
+    problems = [f"logits: {why}"] if why else []
+    bad = [light_logits.distribution_problem(v) for _, v in arrays.values()]
+    return problems + [b for b in bad if b]
 
 
 def check_named(names: list[str]) -> dict[str, list[str]]:

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_quant import MS, RNG, check, f, one_node, pos, q, run_ort, run_ours
+from test_quant import MS, RNG, check, f, one_node, pos, q, run_ort, run_ours, u8s8
 
 import graphexec as gx
 
@@ -124,7 +124,7 @@ def test_qlinear_softmax(dtype, attrs):
 def test_qgemm(ta, tb, trans_a, trans_b, per_column):
     m, k, n = 5, 33, 7
     a = q((k, m) if trans_a else (m, k), ta)
-    b = q((n, k) if trans_b else (k, n), tb)
+    b = u8s8(q((n, k) if trans_b else (k, n), tb), ta)
     bs, bz = (pos(n), q((n,), tb) if tb is np.uint8 else np.zeros(n, tb)) if per_column else \
         (np.array(0.03, np.float32), zp(tb, 4))
     head = [a, np.array(0.02, np.float32), zp(ta, 7), b, bs, bz]
@@ -139,7 +139,7 @@ def test_qgemm(ta, tb, trans_a, trans_b, per_column):
 @pytest.mark.parametrize("ta,tb", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
 @pytest.mark.parametrize("per_column", [False, True])
 def test_matmul_integer_to_float(ta, tb, per_column):
-    a, b = q((2, 4, 30), ta), q((30, 6), tb)
+    a, b = q((2, 4, 30), ta), u8s8(q((30, 6), tb), ta)
     bs, bz = (pos(6), q((6,), tb)) if per_column else (np.array(0.03, np.float32), zp(tb, 2))
     a_s = np.array(0.02, np.float32)
     check("MatMulIntegerToFloat", [a, b, a_s, bs], domain=MS, rtol=1e-6)
@@ -151,7 +151,7 @@ def test_matmul_integer_to_float(ta, tb, per_column):
 @pytest.mark.parametrize("tb", T8)
 @pytest.mark.parametrize("per_column", [False, True])
 def test_dynamic_quantize_matmul(tb, per_column):
-    a, b = f(3, 5, 40), q((40, 8), tb)
+    a, b = f(3, 5, 40), u8s8(q((40, 8), tb))   # a is quantized to uint8 by the op
     bs, bz = (pos(8), q((8,), tb) if tb is np.uint8 else np.zeros(8, tb)) if per_column else \
         (np.array(0.03, np.float32), zp(tb, 6))
     check("DynamicQuantizeMatMul", [a, b, bs], domain=MS, rtol=1e-6)

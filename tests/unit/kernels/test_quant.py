@@ -100,6 +100,17 @@ def q(shape: Sequence[int], dtype: Any = np.uint8) -> np.ndarray:
     return RNG.integers(lo, hi, tuple(shape)).astype(dtype)
 
 
+def u8s8(b: np.ndarray, a_dtype: Any = np.uint8) -> np.ndarray:
+    """int8 weights for a uint8 activation, halved into [-64, 63]. onnxruntime's u8s8 GEMM on x86
+    CPUs without VNNI adds pairs of uint8 x int8 products in saturating int16 (VPMADDUBSW), so with
+    full-range weights its result depends on the CPU (its quantization tools' reduce_range exists for
+    this); with |b| <= 64 a pair is at most 255 * 64 * 2 = 32640 < 2**15 and the oracle is exact on
+    every CPU. Full-range u8s8 products are tested against exact int64 arithmetic instead."""
+    if np.dtype(a_dtype) != np.uint8 or b.dtype != np.int8:
+        return b
+    return (b.astype(np.int16) // 2).astype(np.int8)
+
+
 def f(*shape: int, scale: float = 10.0) -> np.ndarray:
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
@@ -245,6 +256,10 @@ MIXES = [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8), (np.int8
 @pytest.mark.parametrize("sa,sb", [((5, 7), (7, 3)), ((2, 4, 9), (9, 6)), ((2, 1, 3, 8), (4, 8, 5)), ((7,), (7, 4))])
 def test_matmul_integer(ta, tb, sa, sb):
     a, b = q(sa, ta), q(sb, tb)
+    if ta is np.uint8 and tb is np.int8:   # full range, against exact arithmetic (u8s8's docstring)
+        (y,) = run_ours(one_node("MatMulInteger", [a, b], opset=10), [a, b])
+        np.testing.assert_array_equal(y, np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32))
+        b = u8s8(b)
     check("MatMulInteger", [a, b], opset=10)
     check("MatMulInteger", [a, b, np.array(3, ta), np.array(5, tb)], opset=10)
     # b's zero point per column: an N-vector, or (batch..., 1, N) for a batched b
@@ -265,7 +280,7 @@ def test_matmul_integer_per_row_a_zero_point_and_large_k():
 @pytest.mark.parametrize("ta,tb", MIXES[:3])     # onnxruntime has no int8 x uint8 QLinearMatMul
 @pytest.mark.parametrize("per_column", [False, True])
 def test_qlinear_matmul(ta, tb, per_column):
-    a, b = q((2, 6, 40), ta), q((40, 9), tb)
+    a, b = q((2, 6, 40), ta), u8s8(q((40, 9), tb), ta)
     bs, bz = (pos(9), q((9,), tb)) if per_column else (np.array(0.05, np.float32), np.array(4, tb))
     inputs = [a, np.array(0.02, np.float32), np.array(2, ta), b, bs, bz, np.array(0.9, np.float32), np.array(5, ta)]
     check("QLinearMatMul", inputs, opset=10)     # onnxruntime's y has a's type
@@ -299,7 +314,7 @@ def test_conv_integer(xs, ws, attrs, tx, tw):
 @pytest.mark.parametrize("tx,tw", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
 def test_qlinear_conv(xs, ws, attrs, tx, tw):
     """Per-tensor and per-channel weights, bias on and off; onnxruntime requantizes as we do."""
-    x, w, m = q(xs, tx), q(ws, tw), ws[0]
+    x, w, m = q(xs, tx), u8s8(q(ws, tw), tx), ws[0]
     wz = np.array(0, tw) if tw is np.int8 else np.array(120, tw)
     base = [x, np.array(0.03, np.float32), np.array(110 if tx is np.uint8 else -3, tx), w]
     tail = [np.array(0.2, np.float32), np.array(125 if tx is np.uint8 else 1, tx)]
@@ -310,7 +325,7 @@ def test_qlinear_conv(xs, ws, attrs, tx, tw):
 
 
 def test_ms_qlinear_conv_channels_last():
-    x, w = q((2, 4, 9, 8)), q((6, 4, 3, 3), np.int8)
+    x, w = q((2, 4, 9, 8)), u8s8(q((6, 4, 3, 3), np.int8))
     nchw = [x, np.array(0.03, np.float32), np.array(110, np.uint8), w, pos(6) / 10, np.zeros(6, np.int8),
             np.array(0.2, np.float32), np.array(125, np.uint8), RNG.integers(-99, 99, 6).astype(np.int32)]
     attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1]}
@@ -342,7 +357,7 @@ def test_constant_filters_are_cached(op):
     rng = np.random.default_rng(11)
     for ws, attrs in [((8, 6, 1, 1), {}), ((8, 6, 3, 3), {"pads": [1, 1, 1, 1]}), ((6, 1, 3, 3), {"group": 6})]:
         m = ws[0]
-        x, w = rng.integers(0, 256, (1, 6, 9, 9)).astype(np.uint8), rng.integers(-128, 128, ws).astype(np.int8)
+        x, w = rng.integers(0, 256, (1, 6, 9, 9)).astype(np.uint8), u8s8(rng.integers(-128, 128, ws).astype(np.int8))
         if op == "ConvInteger":
             inputs, const = [x, w, np.array(7, np.uint8), np.array(0, np.int8)], (1, 3)
         else:
