@@ -16,6 +16,7 @@ import numpy as np
 
 import graphexec as gx
 from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
+from graphexec.cli import decode as cli_decode
 from graphexec.cli import devices as cli_devices
 from graphexec.cli import files as cli_files
 from graphexec.cli import sweep as cli_sweep
@@ -349,6 +350,7 @@ def parser() -> argparse.ArgumentParser:
     dev.set_defaults(fn=cmd_devices)
     cli_sweep.register(sub)
     cli_view.register(sub)
+    cli_decode.register(sub)
     return p
 
 

@@ -119,3 +119,17 @@ def test_decode_needs_a_decoder_with_its_cache():
     g = gx.load(ROOT / "models" / "inception_block.onnx")
     with pytest.raises(gx.GraphExecError, match="not a decoder with its KV cache"):
         gx.Session(g).decode([1], 2)
+
+
+def test_the_command_line_decodes_a_users_model(graph, tmp_path, capsys):
+    from graphexec.cli import main
+
+    assert main(["decode", str(MODEL), "--prompt", ",".join(map(str, PROMPT)), "--steps", "3", "--json",
+                 "--profile", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tokens"] == gx.Session(graph).decode(PROMPT, 3).tokens and doc["per_token_us"] > 0
+    prof = Path(doc["profile"])
+    assert prof.parent == tmp_path and next((prof / msprof.OUTPUT).glob("msprof_*.json")).is_file()
+    assert main(["decode", str(MODEL), "--prompt", "1,x"]) == 2
+    assert main(["decode", str(ROOT / "models" / "inception_block.onnx"), "--prompt", "1"]) == 2
+    assert "not a decoder with its KV cache" in capsys.readouterr().err
