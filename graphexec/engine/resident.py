@@ -102,7 +102,11 @@ class LoadedPlans:
         held = [f"plan {_shapes(p)}: activation pool {p.memory_plan.region_bytes['activation']} bytes, "
                 f"inputs/outputs {p.memory_plan.region_bytes['io']}" for p in self._plans.values()]
         weights = self._weights.held_bytes if self._weights is not None else 0
-        return "held on the device: " + "; ".join([*held, f"weights (shared) {weights} bytes"])
+        pools = sum(p.memory_plan.region_bytes["activation"] + p.memory_plan.region_bytes["io"]
+                    for p in self._plans.values())
+        other = (self._device.memory.used if self._device is not None else 0) - pools - weights
+        return "held on the device: " + "; ".join([*held, f"weights (shared) {weights} bytes",
+                                                    f"kept tensors and bodies' pools {max(other, 0)} bytes"])
 
 
 def _shapes(plan: Compiled) -> str:

@@ -133,3 +133,20 @@ def test_the_command_line_decodes_a_users_model(graph, tmp_path, capsys):
     assert main(["decode", str(MODEL), "--prompt", "1,x"]) == 2
     assert main(["decode", str(ROOT / "models" / "inception_block.onnx"), "--prompt", "1"]) == 2
     assert "not a decoder with its KV cache" in capsys.readouterr().err
+
+
+def test_a_device_tensor_feeds_only_its_own_device_and_only_while_held(graph):
+    a, b = gx.Session(graph), gx.Session(graph)
+    feeds = {"input_ids": np.array([[1, 2]], np.int64), "position_ids": np.array([[0, 1]], np.int64)}
+    empty = {f"past_key_values.{i}.{w}": np.zeros((1, 2, 0, 8), np.float32) for i in range(2) for w in ("key", "value")}
+    kept = a.run({**feeds, **empty}, keep=["present.0.key"]).outputs["present.0.key"]
+    assert kept.shape == (1, 2, 2, 8) and np.array_equal(kept.numpy(), a.run({**feeds, **empty}).outputs["present.0.key"])
+    later = {"input_ids": np.array([[3]], np.int64), "position_ids": np.array([[2]], np.int64),
+             **{k: np.zeros((1, 2, 2, 8), np.float32) for k in empty}, "past_key_values.0.key": kept}
+    with pytest.raises(gx.FeedError, match="of another session"):
+        b.run(later)
+    kept.free()
+    with pytest.raises(gx.FeedError, match="was freed"):
+        a.run(later)
+    with pytest.raises(gx.GraphExecError, match="keep: 'nope' is not an output"):
+        a.run({**feeds, **empty}, keep=["nope"])

@@ -88,7 +88,7 @@ def test_a_load_that_does_not_fit_names_the_pools_holding_the_memory():
         s.run(_feeds(30000))   # each tensor fits in 1 MiB, the plan's pools together do not
     msg = str(e.value)
     assert "the plan needs" in msg and "held on the device: plan x[2, 3]: activation pool" in msg
-    assert "weights (shared) " in msg and len(s.plans) == 1
+    assert "weights (shared) " in msg and "kept tensors and bodies' pools 0 bytes" in msg and len(s.plans) == 1
 
 
 def test_memory_pressure_evicts_before_it_fails():
