@@ -82,6 +82,14 @@ def shallow_queues(depth: int = 1, base: str = "ascend910") -> "gx.DeviceProfile
     return load_profile(base).model_copy(update={"queue_depth": depth, "name": f"{base}-q{depth}"})
 
 
+def slow_launches(cost_us: float = 6.0, base: str = "ascend910") -> "gx.DeviceProfile":
+    """The built-in profile with a host launch ``cost_us`` long: twice a tiny op's device time
+    (task overhead, a block's fixed cost and one tile's fill: 2.6 us on the Ascend built-ins)."""
+    from graphexec.runtime.profiles import load_profile
+
+    return load_profile(base).model_copy(update={"launch_cost_us": cost_us, "name": f"{base}-launch{cost_us:g}"})
+
+
 def matmul_chains(chains: int = 16, depth: int = 4, m: int = 16, k: int = 64) -> gx.Graph:
     """The issue's example: independent chains of small MatMuls (each far below the cores
     and below its per-task overhead), all reading the same input."""

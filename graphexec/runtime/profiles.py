@@ -48,6 +48,42 @@ class CopyBandwidth(BaseModel):
     d2d: Positive
 
 
+Fraction = Annotated[float, Field(gt=0, le=1, strict=True, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+
+
+class UnitKernels(BaseModel):
+    """How real kernels of one unit use its cores (``kernel_time.py`` turns these into time).
+
+    A kernel's cost rule counts its work in tiles (cube: 16x16 output fractals; vector:
+    32 KiB of output); ``split`` tiles make one work item, the unit a kernel divides among
+    its blocks. CANN launches min(items, cores) blocks and loops the items inside a block.
+    """
+
+    model_config = _FROZEN
+    split: Count = Field(description="Cost tiles per work item (the finest split among blocks).")
+    block_fixed_us: NonNegative = Field(description="Fixed time of one block: start, tiling read, final sync.")
+    item_fill_us: NonNegative = Field(description="Pipeline fill and drain of one work item (paid per item).")
+    efficiency: dict[str, Fraction] = Field(description="Achieved fraction of the peak rate by dtype; "
+                                                        "'default' for the rest.")
+
+    @model_validator(mode="after")
+    def _has_default(self) -> UnitKernels:
+        if "default" not in self.efficiency:
+            raise ValueError("field 'efficiency': needs a 'default' entry")
+        return self
+
+
+class KernelModel(BaseModel):
+    """Achieved rates and on-chip memory: what turns a kernel's work into time."""
+
+    model_config = _FROZEN
+    cube: UnitKernels
+    vector: UnitKernels
+    l2_bytes: Count = Field(description="On-chip L2 capacity in front of HBM.")
+    l2_bandwidth_gbps: Positive = Field(description="GB/s the cores read from L2 when the data is there.")
+
+
 class DeviceProfile(BaseModel):
     """One emulated NPU: cores, peak throughput, memory and runtime limits."""
 
@@ -69,6 +105,8 @@ class DeviceProfile(BaseModel):
     max_events: Count
     max_tasks_per_stream: Count
     copy_bandwidth_gbps: CopyBandwidth
+    kernels: KernelModel | None = Field(None, description="Achieved rates and L2; none: every kernel at peak "
+                                                          "rate, all bytes from HBM (a plain roofline).")
     sources: dict[str, str] = Field(
         description="Dotted numeric field -> where its number comes from."
     )

@@ -21,6 +21,7 @@ from collections import deque
 from typing import Any, Callable
 
 from graphexec.runtime.core_pools import INF, CorePools
+from graphexec.runtime.kernel_time import kernel_time
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
 from graphexec.runtime.sim_group import SimGroup
@@ -284,13 +285,11 @@ class Simulator:
 
     def _queue_blocks(self, task: DeviceTask, now: float) -> None:
         """A kernel has started: its blocks queue for cores once the task overhead has passed."""
-        n = task.block_dim if task.block_dim > 1 else 1
         unit = task.unit
         kind = self._kinds.get((unit, task.dtype)) or self._kind(unit, task.dtype)
-        task.pool, peak = kind
-        task.blocks_left = n
-        task.block_us = task.flops / n / peak
-        task.block_bytes = task.bytes / n
+        task.pool = kind[0]
+        task.blocks_left, task.block_us, task.block_bytes = kernel_time(self.profile, unit, task.dtype, task.flops,
+                                                                        task.bytes, task.block_dim)
         task.ready_t = ready = now + self._overhead
         task.stream.active = task
         self._ready.append((ready, next(self._seq), task))

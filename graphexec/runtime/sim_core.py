@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from graphexec.runtime.core_pools import INF
 from graphexec.runtime.device import Device, HostLaunch
+from graphexec.runtime.kernel_time import kernel_time
 from graphexec.runtime.sim import Simulator
 from graphexec.runtime.sim_task import DeviceTask
 from graphexec.runtime.stream import Event, EventSnapshot, Stream
@@ -44,8 +45,8 @@ _ONE = {"copy_kind", "start_fn", "end_fn", "reads", "writes", "enqueue_t", "bloc
         "driver"}
 _COLUMN = tuple(f.name not in _ONE for f in dataclasses.fields(DeviceTask))
 # per profile: the pools' names, each task's pool index, blocks' time and bytes (the C loop's columns),
-# then each task's pool name, blocks' time and bytes as lists (the DeviceTasks' columns)
-Costs = tuple[tuple[str, ...], array, array, array, list[str], list[float], list[float]]
+# then each task's pool name, blocks' time and bytes as lists (the DeviceTasks' columns), and its block counts
+Costs = tuple[tuple[str, ...], array, array, array, list[str], list[float], list[float], array]
 
 
 class GraphTasks:
@@ -118,18 +119,18 @@ class GraphTasks:
         names = tuple(sim.cores.total)
         at = {name: i for i, name in enumerate(names)}
         pool, block_us, block_bytes = array("i", repeat(0, self.n)), [0.0] * self.n, [0.0] * self.n
-        pools = [""] * self.n
+        pools, nblocks = [""] * self.n, array("q", self.nblocks)
         for i in self.kernel_pos:
             unit, dtype = self.units[i], self.dtypes[i]
             name, peak = sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype)
             if not peak or name not in at:
                 return None
-            n = self.nblocks[i]
             pool[i], pools[i] = at[name], name
-            block_us[i], block_bytes[i] = self.flops[i] / n / peak, self.bytes[i] / n
+            nblocks[i], block_us[i], block_bytes[i] = kernel_time(sim.profile, unit, dtype, self.flops[i],
+                                                                  self.bytes[i], self.block_dims[i])
             if math.isnan(block_us[i]) or math.isnan(block_bytes[i]):
                 return None
-        return names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes
+        return names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes, nblocks
 
 
 def idle_for_graph(dev: Device, streams: Sequence[Stream]) -> bool:
@@ -159,6 +160,7 @@ def _run(dev: Device, streams: Sequence[Stream], tasks: GraphTasks) -> tuple[Any
     if costs is None:
         return None
     names, pool, bu, bb = costs[:4]
+    nblocks = costs[7]
     cores = sim.cores
     prio = array("q", (s.priority for s in streams))
     order = sorted(range(len(streams)), key=lambda i: (streams[i].priority, streams[i].id))
@@ -168,7 +170,7 @@ def _run(dev: Device, streams: Sequence[Stream], tasks: GraphTasks) -> tuple[Any
     end = dev._model_execute(stamp=False)[1]
     seq0 = next(sim._seq)
     try:
-        out = _simcore.run(tasks.kinds, tasks.stream, pool, tasks.nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
+        out = _simcore.run(tasks.kinds, tasks.stream, pool, nblocks, bu, bb, tasks.wait_rec, tasks.kidx,
                            prio, rank, array("q", (cores.free[p] for p in names)), names, cores.bw,
                            sim._overhead, end, sim.now, cores.t, seq0)
     finally:   # as it was (a Ctrl-C too): the Python loop draws them again if it runs
@@ -195,7 +197,7 @@ def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event
     ran = _run(dev, streams, tasks)
     if ran is None:
         return None
-    out, (_, _, _, _, pools, block_us, block_bytes) = ran
+    out, (_, _, _, _, pools, block_us, block_bytes, _) = ran
     start, end = dev._model_execute()
     sim, cores = dev._sim, dev._sim.cores
     _, seq, starts, readies, ends, maxc, finished, steps, log, last_end, now, cores_t, next_seq = out

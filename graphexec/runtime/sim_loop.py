@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from graphexec.runtime.core_pools import DONE_EPS, INF
+from graphexec.runtime.kernel_time import kernel_time
 
 FAST_LOOP = True   # False: every step is ``Simulator._step``
 
@@ -99,12 +100,10 @@ def _settle_one(sim: Any, s: Any) -> None:
                 head.start_t = now
                 if head.start_fn is not None:
                     head.result = head.start_fn()
-                n = head.block_dim if head.block_dim > 1 else 1   # ``_queue_blocks``, unrolled
-                unit, dtype = head.unit, head.dtype
-                head.pool, peak = sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype)
-                head.blocks_left = n
-                head.block_us = head.flops / n / peak
-                head.block_bytes = head.bytes / n
+                unit, dtype = head.unit, head.dtype   # ``_queue_blocks``, unrolled
+                head.pool = (sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype))[0]
+                head.blocks_left, head.block_us, head.block_bytes = kernel_time(sim.profile, unit, dtype, head.flops,
+                                                                                head.bytes, head.block_dim)
                 head.ready_t = ready = now + sim._overhead
                 s.active = head
                 sim._ready.append((ready, next(sim._seq), head))

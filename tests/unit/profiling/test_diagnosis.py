@@ -13,6 +13,7 @@ from profiling_graphs import (
     host_paced_chain,
     matmul_chains,
     shallow_queues,
+    slow_launches,
     tiny_chain,
     wide_matmuls,
     wide_reductions,
@@ -23,7 +24,7 @@ from graphexec.profiling.causes import TIE, ranked
 
 BUILT = {   # reason -> (graph, session options)
     "memory": (elementwise_chain, {}),
-    "launch": (lambda: tiny_chain(), {"launch": "host"}),
+    "launch": (lambda: tiny_chain(), {"launch": "host", "device": slow_launches()}),
     "dependency": (wide_reductions, {}),
     "compute": (big_matmuls, {}),
     "host": (host_paced_chain, {"launch": "host", "device": shallow_queues()}),

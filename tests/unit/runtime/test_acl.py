@@ -231,8 +231,10 @@ def test_launched_int8_gemm_runs_at_the_int8_rate(rt):
     i8, f32 = _kernels(s.id)
     p = acl.emulated_device().profile
     assert (i8.unit, i8.dtype, f32.dtype) == ("cube", "int8", "float32")
-    ratio = p.peak_tflops.cube["int8"] / p.peak_tflops.cube["float32"]
-    busy = lambda k: k.end_t - k.start_t - p.task_overhead_us  # noqa: E731
+    cube = p.kernels.cube   # one block: its fixed cost and one item's fill, then the work at the achieved rate
+    eff = {d: cube.efficiency.get(d) or cube.efficiency["default"] for d in ("int8", "float32")}
+    ratio = p.peak_tflops.cube["int8"] * eff["int8"] / (p.peak_tflops.cube["float32"] * eff["float32"])
+    busy = lambda k: k.end_t - k.start_t - p.task_overhead_us - cube.block_fixed_us - cube.item_fill_us  # noqa: E731
     assert busy(f32) == pytest.approx(ratio * busy(i8))
 
 
@@ -246,8 +248,9 @@ def test_launch_callable_with_values_and_cost(rt):
     np.testing.assert_array_equal(_download(d, 8), np.full(8, 5.0, np.float32))
     k = _kernels(s.id)[0]
     p = dev.profile
-    assert k.end_t - k.start_t == pytest.approx(p.task_overhead_us + 1e9 / (p.peak_tflops.vector["float32"] * 1e6
-                                                                        / p.vector_cores))
+    v = p.kernels.vector   # one block: fixed cost, one item's fill, the work at the achieved vector rate
+    rate = p.peak_tflops.vector["float32"] * 1e6 / p.vector_cores * v.efficiency["default"]
+    assert k.end_t - k.start_t == pytest.approx(p.task_overhead_us + v.block_fixed_us + v.item_fill_us + 1e9 / rate)
 
 
 def test_launch_callback_runs_in_stream_order(rt):

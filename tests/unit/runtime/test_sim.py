@@ -16,8 +16,10 @@ def _noop() -> None:
 
 
 def _start(profile="ascend910", **update) -> acl:
+    """The device on ``profile`` as a plain roofline (no kernel model: ``test_kernel_time.py``
+    checks achieved rates and block dims), with ``update`` applied."""
     p = load_profile(profile)
-    acl.init(profile=p.model_copy(update=update) if update else p)
+    acl.init(profile=p.model_copy(update={"kernels": None, **update}))
     acl.set_device(0)
     return acl.emulated_device()
 

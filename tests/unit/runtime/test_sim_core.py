@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from test_sim_fast import _seen
+from test_sim_fast import PLAIN, _seen
 
 import graphexec as gx
 from graphexec.runtime import sim_core
@@ -133,7 +133,7 @@ def test_hbm_shared_by_many_kernels_at_once():
 def test_a_zero_rate_leaves_the_run_to_the_python_loop():
     """HBM of no bandwidth: Python divides by zero mid-run; the C loop stops, changes
     nothing, and the caller's Python launch raises as it always did."""
-    profile = load_profile("ascend910").model_copy(update={"hbm_bandwidth_gbps": 1e-300})
+    profile = PLAIN.model_copy(update={"hbm_bandwidth_gbps": 1e-300})
     entries = [(KERNEL, 0, "k", "vector", 2, 1e6, 1e300, "float16", {}, -1)]
     dev, streams, events = _device(profile, [0])
     before = _everything(dev, streams, events)
@@ -147,7 +147,7 @@ def test_a_zero_rate_leaves_the_run_to_the_python_loop():
 def test_what_the_core_does_not_run():
     """Not graph mode, a stream with a core cap, a busy device, a wait with no record
     before it, or the switch off: None, and the device is untouched."""
-    profile = load_profile("ascend910")
+    profile = PLAIN
     k = (KERNEL, 0, "k", "vector", 2, 1e6, 1e3, "float16", {}, -1)
     dev, streams, events = _device(profile, [0])
     dev.graph_mode = False
@@ -209,10 +209,11 @@ def test_bad_columns_are_refused_not_run():
     for bad in ((KERNEL, 0, "k", "vector", 0, 1e6, 1e3, "float16", {}, -1),
                 (KERNEL, 3, "k", "vector", 1, 1e6, 1e3, "float16", {}, -1)):
         tasks = GraphTasks([bad])
-        dev, streams, events = _device(load_profile("ascend910"), [0])
+        dev, streams, events = _device(PLAIN, [0])
         if bad[4] == 0:
-            tasks.costs(dev.sim)
-            tasks.nblocks[0] = 0   # GraphTasks itself gives such a kernel one block
+            costs = tasks.costs(dev.sim)
+            assert costs is not None
+            costs[7][0] = 0   # the block counts the costs give: at least one block each
         with pytest.raises(ValueError, match="task 0"):
             run_graph(dev, streams, events, tasks)
 
@@ -230,7 +231,7 @@ def test_a_signal_stops_a_long_run_and_changes_nothing():
         raise Alarm
 
     entries = [(KERNEL, 0, f"k{i}", "vector", 65535, 1e3, 0.0, "float16", {}, -1) for i in range(4000)]
-    dev, streams, events = _device(load_profile("ascend910"), [0])
+    dev, streams, events = _device(PLAIN, [0])
     before = _everything(dev, streams, events)
     old = signal.signal(signal.SIGALRM, ring)
     try:
@@ -253,6 +254,6 @@ def test_a_replaced_kernel_handler_is_called(monkeypatch):
     seen = []
     plain = launch.HANDLERS[TaskKind.KERNEL]
     monkeypatch.setitem(launch.HANDLERS, TaskKind.KERNEL, lambda ctx, task: (seen.append(task.id), plain(ctx, task)))
-    session = gx.Session(gx.load(LIGHT / "light_squeezenet.onnx"), streams=2)
+    session = gx.Session(gx.load(LIGHT / "light_squeezenet.onnx"), streams=2, policy="list")   # no search's runs
     result = session.simulate()
     assert len(seen) == result.stats.num_kernels > 0

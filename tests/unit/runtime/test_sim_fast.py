@@ -23,6 +23,9 @@ from graphexec.runtime.profiles import load_profile
 from graphexec.runtime.sim import DeviceTask, SimGroup
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+# the plain roofline (no kernel model): kernels keep one block per tile, so these tests drive
+# the waves and the fast paths' many-block cases (``test_kernel_time.py`` checks the model)
+PLAIN = load_profile("ascend910").model_copy(update={"kernels": None})
 KINDS = ("fast", "steps", "plain")   # waves in one loop / one step per wave / the reference
 
 
@@ -66,6 +69,8 @@ def _seen(dev: Device) -> tuple:
 
 def _profile(rng: np.random.Generator):
     p = load_profile(("ascend910", "ascend910b", "ascend310p")[int(rng.integers(3))])
+    if rng.random() < 0.5:   # half the cases as a plain roofline: many blocks, waves
+        p = p.model_copy(update={"kernels": None})
     return p.model_copy(update={"queue_depth": int(rng.integers(2, 12))}) if rng.random() < 0.4 else p
 
 
@@ -119,7 +124,7 @@ def test_long_wave_runs_take_the_closed_form_and_match(use):
     seen = {}
     for kind in KINDS:
         use(kind)
-        dev = Device("ascend910")
+        dev = Device(PLAIN)
         a, b = dev.default_stream, dev.create_stream()
         dev.launch(DeviceTask("kernel", a, "long", "vector", 32 * 5000 + 7, 3e9, 2e9, "float32"))
         dev.host_t = 300.0    # the host asks in the middle of the waves
@@ -169,7 +174,7 @@ def test_a_record_wakes_only_the_streams_waiting_for_it():
     from graphexec.runtime.device import Device
     from graphexec.runtime.sim import DeviceTask
 
-    dev = Device("ascend910")
+    dev = Device(PLAIN)
     streams = [dev.create_stream() for _ in range(6)]
     events = [dev.create_event() for _ in range(3)]
     for i, e in enumerate(events):   # kernels of growing length before each record: the waits block

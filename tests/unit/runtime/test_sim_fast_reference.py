@@ -13,6 +13,7 @@ import itertools
 import math
 from typing import Any, Callable
 
+from graphexec.runtime.kernel_time import kernel_time
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
 from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask
@@ -292,11 +293,8 @@ class PlainSimulator:
         self._blocked.clear()
 
     def _start_kernel(self, task: DeviceTask) -> None:
-        n = task.block_dim if task.block_dim > 1 else 1
-        peak = self._peaks.get((task.unit, task.dtype)) or self._peak(task.unit, task.dtype)
-        task.blocks_left = n
-        task.block_us = task.flops / n / peak
-        task.block_bytes = task.bytes / n
+        task.blocks_left, task.block_us, task.block_bytes = kernel_time(self.profile, task.unit, task.dtype,
+                                                                        task.flops, task.bytes, task.block_dim)
         task.ready_t = self.now + self._overhead
         task.stream.active = task
         self._at(task.ready_t, self._ready, task)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_sim_fast import _profile, _seen
+from test_sim_fast import PLAIN, _profile, _seen
 from test_sim_paths import Boom, _across
 
 from graphexec.runtime import sim_loop, waves
@@ -170,7 +170,7 @@ def test_equal_waves_of_tiny_blocks_late_in_a_run_match(use, start):
     that the bound on the done checks no longer holds, and each wave is checked as the
     plain step checks it (some may then not count as done at their end)."""
     def observe(kind: str) -> tuple:
-        dev = Device("ascend910")
+        dev = Device(PLAIN)
         s = dev.default_stream
         dev.host_t = start
         dev.event_complete(dev.create_event())
@@ -187,7 +187,7 @@ def test_a_timer_due_at_a_lone_end_runs_in_that_step(use):
     runs both, so both streams start their kernels in it and the more urgent one takes
     the cores first."""
     def observe(kind: str) -> tuple:
-        profile = Device("ascend910").profile.model_copy(update={"task_overhead_us": 0.0, "launch_cost_us": 1.0})
+        profile = PLAIN.model_copy(update={"task_overhead_us": 0.0, "launch_cost_us": 1.0})
         dev = Device(profile)
         a, b = dev.create_stream(priority=1), dev.create_stream(priority=0)
         per_us = profile.unit_rate("vector", "float16")   # one block of ``per_us`` flops takes 1 us

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_sim_fast import KINDS, _kernel, _profile, _seen, _workload
+from test_sim_fast import KINDS, PLAIN, _kernel, _profile, _seen, _workload
 from test_sim_fast_reference import PlainSimGroup
 
 from graphexec.runtime import waves
@@ -108,7 +108,7 @@ def test_equal_waves_by_loop_or_list_match(use, monkeypatch, list_from, waves_n,
     seen = {}
     for kind in KINDS:
         use(kind)
-        dev = Device("ascend910")
+        dev = Device(PLAIN)
         a, b = dev.default_stream, dev.create_stream()
         dev.launch(DeviceTask("kernel", a, "long", "vector", 32 * waves_n + 5, 3e6 * waves_n, 1e6 * waves_n, "float32"))
         for host_t in (7.0, 30.0, 31.5, 90.0):
@@ -162,7 +162,7 @@ def test_an_end_that_raises_midway_leaves_the_same_state(use):
     seen = {}
     for kind in KINDS:
         use(kind)
-        profile = Device("ascend910").profile.model_copy(update={"task_overhead_us": 0.0})
+        profile = PLAIN.model_copy(update={"task_overhead_us": 0.0})
         dev = Device(profile, graph_mode=True)
         a, b, c = dev.default_stream, dev.create_stream(), dev.create_stream()
         def boom(_: object, fired: list[int] = []) -> None:   # noqa: B006  (one list per run: it fires once)
@@ -186,7 +186,7 @@ def test_a_stream_capped_to_no_core_stalls_alike(use):
     forever: both simulators say the run stalled."""
     for kind in KINDS:
         use(kind)
-        dev = Device("ascend910")
+        dev = Device(PLAIN)
         dev.default_stream.core_limit = {"vector": 0}
         dev.launch(DeviceTask("kernel", dev.default_stream, "k", "vector", 4, 1e6, 0.0, "float16"))
         with pytest.raises(RuntimeError, match="stalled"):

@@ -1,0 +1,99 @@
+"""A kernel's blocks and their time, as real kernels use the cores (not the peak roofline).
+
+The cost rule counts a kernel's work in tiles (``kernels/cost.py``: 16x16 output fractals
+on the cube, 32 KiB of output on the vector unit). The profile's ``kernels`` section says
+how the device's kernels run them (``UnitKernels``):
+
+- ``split`` tiles make one work item, the finest piece a kernel hands a block;
+- CANN launches ``blocks = min(items, cores)`` (block dim never above the core count) and
+  each block loops ``ceil(items / blocks)`` items, so a kernel with a few items more than
+  a multiple of the cores pays a whole extra round (wave quantization);
+- a block pays ``block_fixed_us`` once (start, tiling read, final sync) and
+  ``item_fill_us`` per item (loading the first operands and draining the result: for a
+  short K this fill rivals the item's compute);
+- an item computes ``flops / items`` at ``efficiency`` x the unit's peak rate for the dtype
+  (issue stalls, bank conflicts, the scalar unit's bookkeeping).
+
+So ``block_us = block_fixed_us + ceil(items / blocks) * (flops / items / (peak * eff) + item_fill_us)``
+and each block moves ``bytes / blocks`` through memory (the simulator's roofline shares
+HBM among running blocks). A profile without ``kernels`` keeps the plain roofline: one
+block per tile at the peak rate, no fixed cost. AI CPU kernels always do.
+"""
+
+from __future__ import annotations
+
+from graphexec.runtime.profiles import DeviceProfile
+
+
+def blocks(profile: DeviceProfile, unit: str, tiles: int) -> int:
+    """The block dim a kernel of ``tiles`` cost tiles launches with on ``profile``."""
+    tiles = tiles if tiles > 1 else 1
+    km = profile.kernels
+    if km is None or unit not in ("cube", "vector"):
+        return tiles
+    items = -(-tiles // getattr(km, unit).split)
+    cores = profile.unit_cores(unit)
+    return items if items < cores else cores
+
+
+def kernel_time(profile: DeviceProfile, unit: str, dtype: str, flops: float, nbytes: float,
+                tiles: int) -> tuple[int, float, float]:
+    """(blocks, one block's compute time in us, one block's bytes) of a kernel."""
+    tiles = tiles if tiles > 1 else 1
+    peak = profile.unit_rate(unit, dtype)
+    km = profile.kernels
+    if km is None or unit not in ("cube", "vector"):
+        return tiles, flops / tiles / peak, nbytes / tiles
+    u = getattr(km, unit)
+    items = -(-tiles // u.split)
+    cores = profile.unit_cores(unit)
+    n = items if items < cores else cores
+    loops = -(-items // n)
+    eff = u.efficiency.get(dtype) or u.efficiency["default"]
+    return n, u.block_fixed_us + loops * (flops / items / (peak * eff) + u.item_fill_us), nbytes / n
+
+
+Step = tuple[list[tuple[str, int]], list[tuple[str, int, bool]]]
+
+
+def l2_hits(steps: list[Step], capacity: int) -> list[int]:
+    """Per kernel, the bytes of its reads the on-chip L2 serves, kernels taken in order.
+
+    ``steps``: each kernel's reads as (tensor, bytes) and writes as (tensor, bytes, part): a
+    part (a slice of a concatenation) adds to what L2 holds of its tensor. A tensor a kernel writes
+    stays in L2 (write-allocate, least recently used out first) while it fits; a later
+    read of it while it is still there is a hit, and refreshes it. A read of anything else
+    (weights, graph inputs, tensors evicted since) comes from HBM and does not allocate
+    (streaming). A tensor larger than the whole L2 never stays.
+    """
+    resident: dict[str, int] = {}   # insertion order = recency, oldest first
+    used = 0
+    out = []
+    for reads, writes in steps:
+        hit = 0
+        for name, size in reads:
+            if name in resident:
+                hit += size
+                resident[name] = resident.pop(name)
+        out.append(hit)
+        for name, size, part in writes:
+            held = resident.pop(name, 0)
+            used -= held
+            size = size + held if part else size
+            if size > capacity:
+                continue
+            while used + size > capacity:
+                oldest = next(iter(resident))
+                used -= resident.pop(oldest)
+            resident[name] = size
+            used += size
+    return out
+
+
+def hbm_equivalent(nbytes: float, hits: float, profile: DeviceProfile) -> float:
+    """A kernel's bytes as HBM bytes: those L2 serves count at the HBM/L2 bandwidth ratio,
+    so the simulator's one shared-HBM roofline times both (``hits`` <= the bytes it reads)."""
+    km = profile.kernels
+    if km is None or hits <= 0:
+        return nbytes
+    return nbytes - hits + hits * profile.hbm_bandwidth_gbps / km.l2_bandwidth_gbps

@@ -1,0 +1,73 @@
+"""Achieved, not peak, rates: block dim as CANN launches it, items looped in a block (wave
+quantization), a per-block fixed cost, a per-item pipeline fill and an efficiency per dtype,
+each checked against the formula worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphexec import acl
+from graphexec.runtime.kernel_time import blocks, kernel_time
+from graphexec.runtime.profiles import KernelModel, UnitKernels, load_profile
+
+PEAK = 70.0e6 / 8   # ascend310p: cube float16 flops per us of one of its 8 cores
+
+
+def _profile(split: int = 1, fixed: float = 1.0, fill: float = 0.5, eff: float = 0.5, **other):
+    unit = UnitKernels(split=split, block_fixed_us=fixed, item_fill_us=fill, efficiency={"default": eff, **other})
+    km = KernelModel(cube=unit, vector=unit, l2_bytes=1 << 20, l2_bandwidth_gbps=1000.0)
+    return load_profile("ascend310p").model_copy(update={"kernels": km})
+
+
+def test_fewer_tiles_than_cores_launch_one_block_per_tile():
+    p = _profile()
+    n, us, nbytes = kernel_time(p, "cube", "float16", 3 * PEAK, 300.0, 3)
+    assert (n, nbytes) == (3, 100.0)
+    assert us == pytest.approx(1.0 + 1 * (PEAK / (PEAK * 0.5) + 0.5))   # fixed + one item: 2 us of work + fill
+    assert blocks(p, "cube", 3) == 3
+
+
+def test_more_tiles_than_cores_loop_inside_the_blocks_and_quantize():
+    p = _profile()
+    flops = 20 * PEAK   # 20 items of 1 us of peak work each, on 8 cores: 3 rounds
+    n, us, _ = kernel_time(p, "cube", "float16", flops, 0.0, 20)
+    assert n == 8 and us == pytest.approx(1.0 + 3 * (2.0 + 0.5))
+    n16, us16, _ = kernel_time(p, "cube", "float16", 16 * PEAK, 0.0, 16)
+    n17, us17, _ = kernel_time(p, "cube", "float16", 17 * PEAK, 0.0, 17)
+    assert (n16, n17) == (8, 8)
+    assert us16 == pytest.approx(1.0 + 2 * 2.5) and us17 == pytest.approx(1.0 + 3 * 2.5)   # one tile more: a round more
+
+
+def test_split_groups_tiles_into_items_and_efficiency_is_per_dtype():
+    p = _profile(split=16, fill=0.0, float32=0.25)
+    n, us, _ = kernel_time(p, "cube", "float16", 33 * PEAK, 0.0, 33)   # 33 fractals: 3 items of 11 us of peak work
+    assert n == 3 and us == pytest.approx(1.0 + 11.0 / 0.5)
+    per_core_fp32 = 35.0e6 / 8
+    n, us, _ = kernel_time(p, "cube", "float32", 3 * per_core_fp32, 0.0, 33)
+    assert n == 3 and us == pytest.approx(1.0 + 1.0 / 0.25)
+
+
+def test_a_profile_without_a_kernel_model_keeps_the_plain_roofline():
+    p = load_profile("ascend310p").model_copy(update={"kernels": None})
+    assert kernel_time(p, "cube", "float16", 20 * PEAK, 2000.0, 20) == (20, 1.0, 100.0)
+    assert kernel_time(p, "aicpu", "float32", 2e3, 0.0, 1)[1] == pytest.approx(1.0)
+
+
+def test_the_simulated_kernel_takes_the_task_overhead_plus_its_blocks(fresh):
+    p = _profile().model_copy(update={"hbm_bandwidth_gbps": 1e9})   # compute-bound
+    acl.init(profile=p)
+    acl.set_device(0)
+    s = acl.create_stream()
+    acl.launch_kernel(lambda: None, 20, s, flops=20 * PEAK, bytes=0.0, unit="cube", dtype="float16")
+    acl.synchronize_stream(s)
+    k = [t for t in acl.emulated_device().sim.finished if t.kind == "kernel"][0]
+    assert k.end_t - k.start_t == pytest.approx(p.task_overhead_us + 1.0 + 3 * 2.5)
+    assert k.max_cores == 8
+
+
+def test_every_builtin_has_a_sourced_kernel_model():
+    from graphexec.runtime.profiles import builtin_profiles
+
+    for name, p in builtin_profiles().items():
+        assert p.kernels is not None, name
+        assert {"kernels.cube.efficiency.default", "kernels.l2_bytes"} <= set(p.sources), name
