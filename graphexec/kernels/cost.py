@@ -106,9 +106,34 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
         m, n, k = _matmul_mnk(op, in_shapes, out, attrs)
         tiles = math.ceil(m / FRACTAL) * math.ceil(n / FRACTAL)
         return Cost(2.0 * m * n * k, moved, "cube", max(1, min(tiles, MAX_BLOCK_DIM)))
+    blocks = max(1, min(math.ceil(max(out_bytes, 1) / VECTOR_TILE_BYTES), MAX_BLOCK_DIM))
+    if op in GATHERS or op in SLICES or op in SCATTERS:
+        return Cost(float(sum(_numel(s) for s in out_shapes if s is not None)),
+                    _moved(op, in_shapes, in_bytes, out_shapes, out_bytes), "vector", blocks)
     work = max(sum(_numel(s) for s in in_shapes if s is not None), sum(_numel(s) for s in out_shapes if s is not None))
-    blocks = math.ceil(max(out_bytes, 1) / VECTOR_TILE_BYTES)
-    return Cost(float(work), moved, "vector", max(1, min(blocks, MAX_BLOCK_DIM)))
+    return Cost(float(work), moved, "vector", blocks)
+
+
+# ops that read only the part of their first input they copy out (and their indices)
+GATHERS = {"Gather", "GatherND", "GatherElements"}
+SLICES = {"Slice"}
+# ops that update part of their data in place (CANN's ScatterNdUpdate works on the variable itself)
+SCATTERS = {"ScatterND", "ScatterElements", "Scatter"}
+
+
+def _moved(op: str, ins: list, in_bytes: int, outs: list, out_bytes: int) -> float:
+    """Bytes a data-moving op really moves: a gather or slice reads the elements it
+    writes (not the whole table) plus its indices; a scatter reads its updates and indices
+    and writes the updated elements. The first input's bytes (whole) are what ``in_bytes``
+    counts beyond the rest, at the output's element size."""
+    data = ins[0] if ins else None
+    n_out = sum(_numel(s) for s in outs if s is not None)
+    item = out_bytes / n_out if n_out else 0.0
+    rest = max(0.0, in_bytes - (_numel(data) * item if data is not None else 0.0))   # indices, starts, updates
+    if op in SCATTERS:   # data, indices, updates: the updates read and written, the indices read
+        updates = _numel(ins[2]) * item if len(ins) > 2 and ins[2] is not None else rest
+        return float(2 * updates + max(0.0, rest - updates))
+    return float(2 * out_bytes + rest)
 
 
 RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1, "DynamicQuantizeLSTM": 4}
