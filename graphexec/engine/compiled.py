@@ -26,6 +26,7 @@ from graphexec.kernels.quiet import run_quietly
 from graphexec.passes.base import CompileState, PassManager
 from graphexec.passes.direct_writes import DirectWrites
 from graphexec.passes.host_fusion import HostFusion
+from graphexec.passes.l2_reuse import L2Reuse
 from graphexec.passes.lowering import Lowering
 from graphexec.passes.makespan_bounds import MakespanBounds
 from graphexec.passes.memory_planning import MemoryPlanning
@@ -47,7 +48,7 @@ _UNKNOWN = object()   # Compiled.needs_values not worked out yet
 
 def default_passes(options: CompileOptions) -> PassManager:
     """Every compile step, in order; the thread plan only for more than one host thread."""
-    passes = [ShapeInference(), SizeCheck(), Lowering(), StreamAssignment(), MemoryPlanning(), HostFusion(),
+    passes = [ShapeInference(), SizeCheck(), Lowering(), L2Reuse(), StreamAssignment(), MemoryPlanning(), HostFusion(),
               DirectWrites(), MakespanBounds()]
     return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 

@@ -1,0 +1,71 @@
+"""On-chip L2 in front of HBM: a tensor one kernel writes and the next reads while it
+still fits is served at L2 bandwidth, not from HBM.
+
+Kernels are taken in the task graph's topological order (the order one stream runs them;
+several streams interleave them, which this approximation leaves out) and
+``runtime/kernel_time.l2_hits`` follows what the profile's L2 holds. Each task's bytes then
+become HBM-equivalent bytes (``hbm_equivalent``): what L2 serves counts at the HBM/L2
+bandwidth ratio, so the simulator's shared-HBM roofline, the lower bounds and the HBM
+figures all see the traffic that really reaches HBM. A profile with no kernel model has
+no L2: nothing changes. Runs after lowering (and precision, which sets the tensors'
+widths) and before stream assignment, while nothing else holds the tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from graphexec.ir import Graph
+from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.plan.tasks import TaskGraph, TaskKind
+from graphexec.runtime.kernel_time import hbm_equivalent, l2_hits
+from graphexec.runtime.profiles import DeviceProfile
+
+
+def _size(graph: Graph, name: str) -> int:
+    value = graph.values.get(name)
+    t = value.type if value is not None else None
+    if t is None or t.dtype is None or t.shape is None:
+        return 0
+    n = 1
+    for d in t.shape:
+        if not isinstance(d, int):   # a symbolic dim: unknown, no hit counted
+            return 0
+        n *= d
+    return n * t.dtype.itemsize
+
+
+def _part(tasks: TaskGraph, name: str) -> bool:
+    """Whether ``name`` is a slice of another tensor (a concatenation's part), not the same
+    bytes written again in place."""
+    return tasks.root(name) != name and name not in tasks.inplace
+
+
+def reuse(graph: Graph, tasks: TaskGraph, profile: DeviceProfile) -> TaskGraph:
+    """``tasks`` with each device kernel's bytes cut by what L2 serves it."""
+    km = profile.kernels
+    kernels = [t for t in tasks.tasks if t.kind == TaskKind.KERNEL and t.unit in ("cube", "vector")]
+    if km is None or not kernels:
+        return tasks
+    steps = []
+    for t in kernels:
+        reads = [(tasks.root(r), _size(graph, r)) for r in t.reads if r]
+        writes = [(tasks.root(w), _size(graph, w), _part(tasks, w)) for w in t.writes if w]
+        steps.append((reads, writes))
+    changed = {}
+    for t, hits, (_, writes) in zip(kernels, l2_hits(steps, km.l2_bytes), steps):
+        served = min(float(hits), max(0.0, t.bytes - sum(w[1] for w in writes)))   # no more than it reads
+        if served > 0:
+            changed[t.id] = replace(t, bytes=hbm_equivalent(t.bytes, served, profile))
+    if not changed:
+        return tasks
+    return replace(tasks, tasks=[changed.get(t.id, t) for t in tasks.tasks])
+
+
+class L2Reuse(Pass):
+    name = "l2_reuse"
+
+    def call(self, state: CompileState) -> PassResult:
+        tasks = state.need_tasks()
+        out = reuse(state.graph, tasks, state.profile)
+        return PassResult(replace(state, tasks=out), out is not tasks)
