@@ -244,7 +244,7 @@ class CardsRun:
                    writes: list | None = None) -> DeviceTask:
         """A copy over ``card``'s host link (its own channel of the fabric)."""
         link = self.server.system.host_link(card.index)
-        transfer = Transfer(self.server.fabric, [((link.resource,), link.latency_us)], float(nbytes), link.kind)
+        transfer = Transfer(self.server.fabric, [(link.channels, link.latency_us)], float(nbytes), link.kind)
         src, dst = ("host", card.index) if kind == "h2d" else (card.index, "host")
         task = DeviceTask("memcpy", stream, f"memcpy {kind} {name}", unit="copy", bytes=float(nbytes),
                           copy_kind=kind, start_fn=start, end_fn=end, reads=reads or [], writes=writes or [],

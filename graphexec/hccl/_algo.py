@@ -110,17 +110,34 @@ def plan(kind: str, algorithm: str, p: int, n: float, gamma: float, copy_us_per_
     return Plan("mesh", tuple(steps))
 
 
+def wire_bytes(system: SystemProfile, nbytes: float) -> float:
+    """What a flow of ``nbytes`` puts on the links under the system's collective model."""
+    c = system.collectives
+    if c is None:
+        return nbytes
+    return (nbytes + min(nbytes, float(c.slice_bytes))) / c.efficiency
+
+
+def fixed_us(system: SystemProfile, plan: Plan) -> float:
+    """The collective's fixed cost (none on one rank: no library call crosses a link)."""
+    c = system.collectives
+    return 0.0 if c is None or plan.algorithm == "local" else c.fixed_us
+
+
 def estimate_us(system: SystemProfile, devices: tuple[int, ...], plan: Plan) -> float:
-    """The plan's time on idle links, as ``run`` would take it: step after step, each the
-    longer of its reduce work and its slowest link (flows on one link share it)."""
-    total = 0.0
+    """The plan's time on idle links, as ``run`` would take it: the fixed cost, then step
+    after step, each the longer of its reduce work and its slowest channel (flows on one
+    channel share it; a switch's flow takes its sender's and its receiver's port)."""
+    total = fixed_us(system, plan)
     for s in plan.steps:
-        per_link: dict[Any, tuple[float, float]] = {}
+        per_channel: dict[Any, tuple[float, float]] = {}
         for a, b, nbytes in s.flows:
             link = system.link(devices[a], devices[b])
-            lat, sent = per_link.get(link.resource, (link.latency_us, 0.0))
-            per_link[link.resource] = (lat, sent + nbytes / (link.bandwidth_gbps * 1e3))
-        total += max([s.busy_us, *(lat + t for lat, t in per_link.values())])
+            wire = wire_bytes(system, nbytes)
+            for channel in link.channels:
+                lat, sent = per_channel.get(channel, (link.latency_us, 0.0))
+                per_channel[channel] = (max(lat, link.latency_us), sent + wire / (link.bandwidth_gbps * 1e3))
+        total += max([s.busy_us, *(lat + t for lat, t in per_channel.values())])
     return total
 
 
@@ -157,9 +174,13 @@ def run(fabric: Fabric, system: SystemProfile, devices: tuple[int, ...], plan: P
             finish(t0)
         for a, b, nbytes in s.flows:
             link = system.link(devices[a], devices[b])
-            fabric.start(sim, (link.resource,), nbytes, link.latency_us, landed)
+            fabric.start(sim, link.channels, wire_bytes(system, nbytes), link.latency_us, landed)
 
-    step(0)
+    fixed = fixed_us(system, plan)
+    if fixed > 0:
+        sim.at(sim.now + fixed, lambda _: step(0), None)
+    else:
+        step(0)
 
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")

@@ -68,7 +68,8 @@ class Server:
         self.peers: set[tuple[int, int]] = set()   # (a, b): device a has enabled access to b
 
     def _add(self, link: LinkSpec) -> None:
-        self._channels[link.resource] = bytes_per_us(link.bandwidth_gbps)
+        for channel in link.channels:
+            self._channels[channel] = bytes_per_us(link.bandwidth_gbps)
 
     @property
     def count(self) -> int:
@@ -92,9 +93,9 @@ class Server:
         other = dst if issuer == src else src
         if (issuer, other) in self.peers:
             link = self.system.link(src, dst)
-            return Transfer(self.fabric, [((link.resource,), link.latency_us)], 0.0, link.kind)
+            return Transfer(self.fabric, [(link.channels, link.latency_us)], 0.0, link.kind)
         up, down = self.system.host_link(src), self.system.host_link(dst)
-        legs: list[Phase] = [((up.resource,), up.latency_us), ((down.resource,), down.latency_us)]
+        legs: list[Phase] = [(up.channels, up.latency_us), (down.channels, down.latency_us)]
         return Transfer(self.fabric, legs, 0.0, "host")
 
     def copy_task(self, stream: Any, issuer: int, src: int, dst: int, nbytes: int,

@@ -51,10 +51,16 @@ class LinkSpec:
     bandwidth_gbps: float
     latency_us: float
     resource: str
+    ports: tuple[str, ...] = ()   # a switch's: the sender's egress and the receiver's ingress port
 
     @property
     def bytes_per_us(self) -> float:
         return self.bandwidth_gbps * 1e3
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """The fabric channels a transfer over this path occupies (each at ``bandwidth_gbps``)."""
+        return self.ports or (self.resource,)
 
 
 class _Path(BaseModel):
@@ -68,9 +74,11 @@ class LinkModel(_Path):
 
     kind: LinkKind
     peer_access: StrictBool = Field(description="What aclrtDeviceCanAccessPeer answers over this link.")
-    shared: Literal["pair", "group"] = Field(
+    shared: Literal["pair", "group", "switch"] = Field(
         "pair", description="pair: one channel per directed device pair; group: one channel per "
-                            "directed group pair (or per group, inside a group), split by its transfers.")
+                            "directed group pair (or per group, inside a group), split by its transfers; "
+                            "switch: every device has one port into a switch plane (NVSwitch, an HCCS "
+                            "switch), its egress and ingress each at the bandwidth, full duplex.")
 
 
 class HostLinkModel(_Path):
@@ -83,6 +91,22 @@ class NetworkModel(_Path):
     """Each device's NIC to other servers (scale-out), one channel per device."""
 
     kind: Literal["RDMA"]
+
+
+class CollectiveModel(BaseModel):
+    """What a collective library adds to the links' alpha-beta cost (NCCL, HCCL).
+
+    A collective pays ``fixed_us`` once (its kernel launch, the ranks' synchronisation,
+    protocol setup); each flow puts ``(bytes + min(bytes, slice_bytes)) / efficiency`` on
+    the wire: the protocol's own bytes (flags, headers) and one slice more while the
+    pipeline of slices fills, so a step's bandwidth ramps up with the message size."""
+
+    model_config = _FROZEN
+    fixed_us: Latency = Field(description="Once per collective: launch, synchronisation, protocol setup.")
+    efficiency: Annotated[float, Field(gt=0, le=1, strict=True, allow_inf_nan=False)] = Field(
+        description="Payload share of what crosses the links (protocol overhead).")
+    slice_bytes: Annotated[int, Field(ge=0, strict=True)] = Field(
+        description="Bytes per pipeline slice; a step pays one slice more while the pipeline fills.")
 
 
 class Topology(BaseModel):
@@ -106,6 +130,8 @@ class SystemProfile(BaseModel):
     topology: Topology
     host: HostLinkModel = Field(description="Each device's own host link.")
     network: NetworkModel | None = Field(None, description="The NIC to other servers, if any.")
+    collectives: CollectiveModel | None = Field(None, description="The collective library's own costs; none: "
+                                                                  "the links' alpha-beta cost alone.")
     sources: dict[str, str] = Field(description="Dotted numeric or peer_access field -> its source.")
     _group: dict[int, int] = PrivateAttr(default_factory=dict)  # device -> its group's index
 
@@ -177,8 +203,12 @@ class SystemProfile(BaseModel):
     def link(self, a: int, b: int) -> LinkSpec:
         """The path a transfer from device ``a`` to device ``b`` takes."""
         spec, ga, gb = self._spec(a, b)
+        kind = spec.kind.lower()
+        if spec.shared == "switch":
+            ports = (f"{kind}:out{a}", f"{kind}:in{b}")
+            return LinkSpec(spec.kind, spec.bandwidth_gbps, spec.latency_us, ports[0], ports)
         ends = f"{a}->{b}" if spec.shared == "pair" else f"g{ga}" if ga == gb else f"g{ga}->g{gb}"
-        return LinkSpec(spec.kind, spec.bandwidth_gbps, spec.latency_us, f"{spec.kind.lower()}:{ends}")
+        return LinkSpec(spec.kind, spec.bandwidth_gbps, spec.latency_us, f"{kind}:{ends}")
 
     def host_link(self, device: int) -> LinkSpec:
         """Device ``device``'s h2d/d2h path (resource ``host:<device>``)."""
@@ -208,7 +238,8 @@ class SystemProfile(BaseModel):
         for where, spec in (("in a group" if len(self.groups) > 1 else "every pair", t.intra_group),
                             ("between groups", t.inter_group)):
             if spec is not None:
-                share = "per directed pair" if spec.shared == "pair" else "shared per directed group pair"
+                share = {"pair": "per directed pair", "group": "shared per directed group pair",
+                         "switch": "through a switch, one port per device each way"}[spec.shared]
                 lines.append(f"  {where}: {spec.kind} {spec.bandwidth_gbps:g} GB/s, {spec.latency_us:g} us, "
                              f"{share}; peer access {'yes' if spec.peer_access else 'no'}")
         for where, path in (("host", self.host), ("network", self.network)):

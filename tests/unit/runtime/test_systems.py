@@ -90,7 +90,7 @@ def test_atlas800t_a2_is_a_full_mesh_with_a_channel_per_directed_pair():
     pairs = [(a, b) for a in range(8) for b in range(8) if a != b]
     assert len({s.link(a, b).resource for a, b in pairs}) == 56
     assert {(s.link(a, b).kind, s.link(a, b).bandwidth_gbps, s.topo(a, b)) for a, b in pairs} == {
-        ("HCCS", 28.0, sy.DEVICES_TOPO_HCCS)}
+        ("HCCS", 54.68, sy.DEVICES_TOPO_HCCS)}
 
 
 def test_atlas300i_duo_is_two_310p_on_pcie():
@@ -109,7 +109,7 @@ def test_topology_constants_match_acl_rt_h():
 def test_sources_cite_or_say_assumption_and_describe_names_the_links(name):
     s = load_system(name)
     for field, source in s.sources.items():
-        assert source.startswith(("assumption: ", "multi-device-facts.md", "HCCL ", "NVIDIA ", "A100 ", "DGX ")), field
+        assert source.startswith(("assumption: ", "multi-device-facts.md", "HCCL ", "NVIDIA ", "A100 ", "DGX ", "measured: ", "fitted: ")), field
     text = s.describe()
     assert text.startswith(f"{name}: {s.count} x {s.device_profile.name}") and "GB/s" in text
     jsonschema.validate(_base(name), system_json_schema())
