@@ -17,7 +17,9 @@ class CompileOptions:
     Attributes:
         streams: the stream limit (an int >= 1) or "auto" (search 1, 2, 4, 8).
         policy: a stream policy (see ``passes/stream_policies.py``), "auto", "manual"
-            (a YAML graph's own schedule) or None (single for one stream, else list).
+            (a YAML graph's own schedule) or None (single for one stream, else the fastest of
+            ge, chains and list at that limit by a timing-only simulation, as "auto" picks:
+            never worse than GE's own rule).
         memory: "reuse", "none" or "joint" (see ``passes/memory_planning.py``).
         fold: fold constant subgraphs at compile time.
         check_hazards: the device records byte ranges and reports unsynchronized accesses.
@@ -48,4 +50,4 @@ class CompileOptions:
         """The policy to run: the one asked for, else the default for the stream limit."""
         if self.policy is not None:
             return self.policy
-        return "auto" if self.streams == "auto" else "single" if self.streams == 1 else "list"
+        return "single" if self.streams == 1 else "auto"

@@ -227,7 +227,7 @@ def test_session_schedules_are_hazard_free(streams):
 
 def test_session_reports_a_dropped_wait():
     graph, feeds = _inception()
-    session = gx.Session(graph, streams=2, check_hazards=True)
+    session = gx.Session(graph, streams=2, policy="list", check_hazards=True)   # branches on both streams
     compiled = session.compile(feeds)
     waits = [t for t in compiled.schedule.order if t.kind is TaskKind.EVENT_WAIT]
     assert waits, "a two-stream schedule of four branches needs events"
