@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.plan.tasks import TaskGraph, TaskKind
@@ -22,7 +24,9 @@ from graphexec.runtime.kernel_time import hbm_equivalent, l2_hits
 from graphexec.runtime.profiles import DeviceProfile
 
 
-def _size(graph: Graph, name: str) -> int:
+def _size(graph: Graph, name: str, width: int) -> int:
+    """``name``'s bytes on the device: a float tensor at the task's float width (a precision
+    mode may run a float32 model in float16), anything else at its own."""
     value = graph.values.get(name)
     t = value.type if value is not None else None
     if t is None or t.dtype is None or t.shape is None:
@@ -32,7 +36,16 @@ def _size(graph: Graph, name: str) -> int:
         if not isinstance(d, int):   # a symbolic dim: unknown, no hit counted
             return 0
         n *= d
-    return n * t.dtype.itemsize
+    return n * (width if width and t.dtype.kind == "f" else t.dtype.itemsize)
+
+
+def _width(dtype: str) -> int:
+    """The item size of a task's compute dtype when it is a float type, else 0."""
+    try:
+        d = np.dtype(dtype)
+    except TypeError:   # bfloat16 and the like: numpy has no name for them
+        return 2 if "16" in dtype else 0
+    return d.itemsize if d.kind == "f" else 0
 
 
 def _part(tasks: TaskGraph, name: str) -> bool:
@@ -49,8 +62,9 @@ def reuse(graph: Graph, tasks: TaskGraph, profile: DeviceProfile) -> TaskGraph:
         return tasks
     steps = []
     for t in kernels:
-        reads = [(tasks.root(r), _size(graph, r)) for r in t.reads if r]
-        writes = [(tasks.root(w), _size(graph, w), _part(tasks, w)) for w in t.writes if w]
+        width = _width(t.dtype)
+        reads = [(tasks.root(r), _size(graph, r, width)) for r in t.reads if r]
+        writes = [(tasks.root(w), _size(graph, w, width), _part(tasks, w)) for w in t.writes if w]
         steps.append((reads, writes))
     changed = {}
     for t, hits, (_, writes) in zip(kernels, l2_hits(steps, km.l2_bytes), steps):
