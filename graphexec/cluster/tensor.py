@@ -121,13 +121,13 @@ class TensorParallel(SimulatedMode):
         comm = [run.cards[r].stream("comm") for r in range(n)]
         ends: list[list[list[Event]]] = [[] for _ in range(n)]
         landed: dict[tuple[int, str], Event] = {}
+        fed: dict[tuple[int, str], tuple[Bound, Event]] = {}   # each feed crosses to a card once
         by_src = {c.src: c for c in p.collectives}
         for k, seg in enumerate(p.segments):
             for r in range(n):
                 b = bound[r][k]
                 after = [landed[(r, v)] for v in seg.from_collective]
-                if seg.from_feeds:
-                    after.append(run.feed(b, {v: feeds[v] for v in seg.from_feeds}))
+                after += _feed_once(run, b, r, {v: feeds[v] for v in seg.from_feeds}, fed)
                 for v, j in seg.from_segment.items():
                     after.append(_local_copy(run, bound[r][j], b, v, ends[r][j]))
                 ends[r].append(run.launch(b, after))
@@ -190,6 +190,24 @@ def _worth(cl: Cluster, typed: Graph, types: dict[str, Any]) -> Worth:
             comm += 2.0 * nbytes / profile.hbm_bytes_per_us
         return "" if comm < saved else f"it would save {saved:.1f} us of compute for {comm:.1f} us of {kind}"
     return worth
+
+
+def _feed_once(run: CardsRun, b: Bound, r: int, feeds: dict[str, Any],
+               fed: dict[tuple[int, str], tuple[Bound, Event]]) -> list[Event]:
+    """Card ``r``'s segment ``b`` gets ``feeds``: those no earlier segment of the card took
+    cross from the host in one upload; the rest are copied on the card from the segment
+    that took them (the two towers of a model both reading ``x`` upload it once per card)."""
+    new = {v: x for v, x in feeds.items() if (r, v) not in fed}
+    after = []
+    if new:
+        ev = run.feed(b, new)
+        after.append(ev)
+        fed.update(((r, v), (b, ev)) for v in new)
+    for v in feeds:
+        if v not in new:
+            src, ev = fed[(r, v)]
+            after.append(_local_copy(run, src, b, v, [ev]))
+    return after
 
 
 def _local_copy(run: CardsRun, src: Bound, dst: Bound, name: str, after: list[Event]) -> Event:

@@ -285,3 +285,15 @@ def test_too_big_for_one_card_runs_sharded(no_cost_check):
     result = gx.Session(graph, device=small, devices=2, parallel="tensor").run(feeds)
     np.testing.assert_allclose(result.outputs["y"], gx.Session(graph).run(feeds).outputs["y"], rtol=1e-4, atol=1e-4)
     assert all(c["weight_bytes"] <= 17 << 20 for c in result.stats.per_device)
+
+
+def test_each_input_crosses_to_a_card_once():
+    """Both towers read ``x``: it is uploaded once per card, the second segment copies it on the card."""
+    a, wa = mlp(batch=64, d=512, hid=32768, prefix="a_", y="ya")
+    b, wb = mlp(batch=64, d=512, hid=32768, prefix="b_", y="yb")
+    graph = _model(a + b + [helper.make_node("Add", ["ya", "yb"], ["y"], name="sum")], {**wa, **wb}, 64, 512)
+    feeds = _feeds(graph)
+    r = gx.Session(graph, devices=2, parallel="tensor").run(feeds)
+    np.testing.assert_allclose(r.outputs["y"], gx.Session(graph).run(feeds).outputs["y"], rtol=1e-4, atol=1e-4)
+    uploads = [(e["pid"], e["name"]) for e in r.trace["traceEvents"] if e.get("cat") == "memcpy" and "h2d" in e["name"]]
+    assert sorted(uploads) == [(0, "memcpy h2d x"), (1, "memcpy h2d x")]
