@@ -198,8 +198,22 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         by_kind[kind] = {"rows": len(rs), "geomean_error": error(rs), "min_ratio": min(rs), "max_ratio": max(rs),
                          "within_25pct": sum(0.8 <= r <= 1.25 for r in rs) / len(rs)}
     all_r = [r["ratio"] for r in rows]
-    return {"kinds": by_kind, "rows": len(rows), "geomean_error": error(all_r),
+    return {"kinds": by_kind, "rows": len(rows), "geomean_error": error(all_r), "goals": goals(rows),
             "within_25pct": sum(0.8 <= r <= 1.25 for r in all_r) / max(len(all_r), 1)}
+
+
+def goals(rows: list[dict[str, Any]]) -> dict[str, bool | None]:
+    """Issue 33's goals on these rows (None where --kind or --quick left their rows out)."""
+    def of(kind: str, match: str = "") -> list[float]:
+        return [r["ratio"] for r in rows if r["kind"] == kind and match in r["configuration"]]
+
+    p310, v100, ms, coll = of("model-310P"), of("model-V100", "bs1 "), of("multi-stream", "IOS-Parallel"), \
+        of("collective")
+    return {"310P geomean <= 1.25x, 80% within 25%":
+            (error(p310) <= 1.25 and sum(0.8 <= r <= 1.25 for r in p310) >= 0.8 * len(p310)) if p310 else None,
+            "V100 Inception V3 bs1 in 0.7-1.4": all(0.7 <= r <= 1.4 for r in v100) if v100 else None,
+            "multi-stream bs1 within 10%": all(abs(r - 1) <= 0.10 for r in ms) if ms else None,
+            "A100 all-reduce within 15%": all(abs(r - 1) <= 0.15 for r in coll) if coll else None}
 
 
 def _print(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
@@ -210,7 +224,9 @@ def _print(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
         for r in (r for r in rows if r["kind"] == kind):
             print(f"  {r['configuration'][:62]:<62}{r['simulated']:>10.4g}{r['measured']:>10.4g} "
                   f"{r['unit']:<7}{r['ratio']:>6.2f}")
-    print(f"\nsummary: {s['rows']} rows, geomean error {s['geomean_error']:.2f}x, {s['within_25pct']:.0%} within 25%; "
+    met = {"True": "met", "False": "NOT met", "None": "not run"}
+    print("goals: " + "; ".join(f"{k}: {met[str(v)]}" for k, v in s["goals"].items()))
+    print(f"summary: {s['rows']} rows, geomean error {s['geomean_error']:.2f}x, {s['within_25pct']:.0%} within 25%; "
           + ", ".join(f"{k} {v['geomean_error']:.2f}x" for k, v in s["kinds"].items()))
 
 
