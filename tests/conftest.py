@@ -39,6 +39,16 @@ SLOW = {
     "tests/unit/hccl/test_hccl.py::test_a_256mib_all_reduce_is_the_sum_and_takes_its_algorithms_time": "256 MiB per card",
     "tests/unit/passes/test_determinism.py::test_chain_cover_is_the_same_whatever_the_hash_seed": "processes per seed",
     "tests/hardening/test_sizes.py::test_chain_of_100000_nodes": "100,000-node graphs",
+    "tests/hardening/test_peak_memory.py": "peak memory of whole runs, measured in processes",
+    "tests/test_benchmarks.py": "every benchmark script in its quick mode",
+    "tests/e2e/test_golden_blas.py": "a golden sample again in a process with another OpenBLAS kernel",
+    "tests/e2e/test_cli.py::test_bad_input_one_line_exit_2": "a CLI process per bad input (the corpus has more)",
+    "tests/e2e/test_cli.py::test_bad_files_exit_2": "a CLI process per bad file",
+    "tests/e2e/test_cli_devices.py::test_compare_over_devices_table_json_and_plot": "CLI processes over cards",
+    "tests/unit/engine/test_session_sharing.py::test_threads_sharing_a_session_get_their_own_outputs": "threads",
+    "tests/e2e/test_multi_device.py::test_data_parallel_light_model_is_bit_identical": "light models over cards",
+    "tests/e2e/test_env_profiling.py::test_a_bad_output_path_is_one_warning_and_the_results_stay": "a process",
+    "tests/e2e/test_env_profiling.py::test_an_eager_program_is_profiled_too": "a process",
 }
 
 
