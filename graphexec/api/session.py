@@ -34,6 +34,8 @@ from graphexec.ir import Graph
 from graphexec.plan import CompileOptions, MemoryPlan
 from graphexec.runtime.profiles import DeviceProfile, load_profile
 
+_KEEP_NONE: frozenset[str] = frozenset()
+
 
 class Session:
     """A graph bound to a device and options, ready to run.
@@ -140,10 +142,11 @@ class Session:
         takes it as a feed with no host copy (a decode loop's KV cache)."""
         if not self.compute:
             return self.simulate(feeds)
-        kept = frozenset(keep)
-        unknown = sorted(kept - set(self.graph.outputs))
-        if unknown:
-            raise GraphExecError(f"keep: {unknown[0]!r} is not an output of the graph")
+        kept = frozenset(keep) if keep else _KEEP_NONE
+        if kept:
+            unknown = sorted(kept - set(self.graph.outputs))
+            if unknown:
+                raise GraphExecError(f"keep: {unknown[0]!r} is not an output of the graph")
         if self.multi is not None and (kept or any(isinstance(v, DeviceTensor) for v in feeds.values())):
             raise GraphExecError("keep and DeviceTensor feeds: tensors stay on the device of a one-card session only")
         with self._lock:

@@ -282,7 +282,7 @@ class Compiled:
                 ctx.inline = True
                 self._simulate(ctx)
             else:
-                plain = not keep and not any(isinstance(v, DeviceTensor) for v in feeds.values())   # the tape's I/O
+                plain = not keep and not any(type(v) is DeviceTensor for v in feeds.values())   # the tape's I/O
                 replayed = self._tape if plain and self._tape is not None and self._tape.fits(dev) else None
                 if not replayed:   # the tape's steps, recorded with no call per step
                     self._log.clear()

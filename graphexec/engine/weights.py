@@ -85,9 +85,10 @@ class WeightStore:
 
     def write(self) -> None:
         """Move the uploaded weights' bytes (a timing-only run never reads them)."""
-        for view, const, _ in self._unwritten:
-            view[...] = const
-        self._unwritten = []
+        if self._unwritten:   # every computing run asks; only the first after an upload has any
+            for view, const, _ in self._unwritten:
+                view[...] = const
+            self._unwritten = []
 
     def release(self, regions: list[WeightRegion]) -> None:
         """A plan no longer uses ``regions``: free those no other plan uses."""
