@@ -13,6 +13,8 @@ from typing import Any
 import graphexec as gx
 from graphexec.errors import GraphExecError
 
+PLANS_KEPT = 4
+
 
 def register(sub: Any) -> None:
     """Add the ``decode`` command to the CLI's subparsers."""
@@ -46,7 +48,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise GraphExecError(f"--steps {args.steps}: must be >= 0")
     if args.profile and Path(args.profile).exists() and not Path(args.profile).is_dir():
         raise GraphExecError(f"--profile {args.profile}: exists and is not a folder")
-    session = gx.Session(gx.load(args.model), device=args.device, launch=args.launch)
+    # each step's sequence length is a signature never seen again: keep a few plans, not all
+    session = gx.Session(gx.load(args.model), device=args.device, launch=args.launch, max_plans=PLANS_KEPT)
     if args.profile:
         from graphexec.profiling.env import profile
 
