@@ -46,7 +46,7 @@ SLOW = {
     "tests/e2e/test_cli.py::test_bad_files_exit_2": "a CLI process per bad file",
     "tests/e2e/test_cli_devices.py::test_compare_over_devices_table_json_and_plot": "CLI processes over cards",
     "tests/unit/engine/test_session_sharing.py::test_threads_sharing_a_session_get_their_own_outputs": "threads",
-    "tests/e2e/test_multi_device.py::test_data_parallel_light_model_is_bit_identical": "light models over cards",
+    "tests/e2e/test_multi_device.py::test_data_parallel_light_model_matches_one_device": "light models over cards",
     "tests/e2e/test_env_profiling.py::test_a_bad_output_path_is_one_warning_and_the_results_stay": "a process",
     "tests/e2e/test_env_profiling.py::test_an_eager_program_is_profiled_too": "a process",
 }

@@ -56,3 +56,24 @@ def distribution_problem(probs: Any, axis: int = 1) -> str | None:
     total = p.sum(axis=axis)
     tol = 4 * p.shape[axis] * float(np.finfo(np.float32).eps)
     return None if np.all(np.abs(total - 1) <= tol) else f"softmax output sums to {total.ravel()[:3]}, not 1"
+
+
+def light_graph(path: str | Path) -> gx.Graph:
+    """The light model as graphexec loads it, cut before its final Softmax where it ends in one:
+    what tests compare across configurations (cards, batches, BLAS kernels) within a tolerance."""
+    cut = logits_model(path)
+    return gx.load(cut if cut is not None else str(path))
+
+
+def differences(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> dict[str, str]:
+    """Each output of ``got`` outside the accumulating tolerance of ``want`` (golden_compare),
+    with why: a batch split across cards changes the GEMMs' shapes, so their roundings."""
+    import golden_compare
+
+    out = {k: "missing" for k in want if k not in got}
+    for k, v in got.items():
+        why = golden_compare.close(np.asarray(v), np.asarray(want[k]), str(np.asarray(v).dtype),
+                                   golden_compare.ACCUMULATE) if k in want else "unexpected"
+        if why:
+            out[k] = why
+    return out
