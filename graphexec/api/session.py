@@ -31,6 +31,8 @@ from graphexec.errors import GraphExecError
 from graphexec.frontend import load
 from graphexec.frontend.options import check_session_options
 from graphexec.ir import Graph
+from graphexec.passes.fusion_switch import read_switch_file
+from graphexec.passes.precision import NUMERICS, resolve
 from graphexec.plan import CompileOptions, MemoryPlan
 from graphexec.runtime.profiles import DeviceProfile, load_profile
 
@@ -68,6 +70,13 @@ class Session:
             device (None: all). The plans share one device and one copy of the weights;
             past the bound, or when the device's memory runs out, the least recently used
             plan is evicted (its pools freed; compiled again if its shapes come back).
+        fusion: GE/ATC's graph and UB fusion in graph mode (``passes/graph_fusion.py``).
+        fusion_switch_file: an ATC fusion switch file (JSON or ``Rule:off`` lines) whose
+            "off" rules are not applied (``passes/fusion_switch.py``).
+        precision_mode: ATC's precision mode the kernels are timed in (``passes/precision.py``);
+            None: the chip's default (force_fp16 on Ascend chips).
+        precision_numerics: "model" (outputs as the ONNX model defines them) or "device" (as the
+            mode computes them: lower-precision operands, so its accuracy cost shows).
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
@@ -75,7 +84,8 @@ class Session:
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
                  launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
                  microbatches: int = 1, system: str | None = None, compute: bool = True,
-                 max_plans: int | None = None) -> None:
+                 max_plans: int | None = None, fusion: bool = True, fusion_switch_file: str | None = None,
+                 precision_mode: str | None = None, precision_numerics: str = "model") -> None:
         check_session_options(policy=policy, fold=fold, check_hazards=check_hazards, memory_reuse=memory_reuse,
                               device=device)   # the YAML options' rules, one path (streams: _check_streams)
         if memory not in ("reuse", "none", "joint"):
@@ -95,7 +105,10 @@ class Session:
         self.threads = _check_threads(threads)
         self.compute = bool(compute)
         self.options = CompileOptions(_check_streams(streams, self.profile), policy,
-                                      memory if memory_reuse else "none", fold, check_hazards, launch, self.threads)
+                                      memory if memory_reuse else "none", fold, check_hazards, launch, self.threads,
+                                      fusion=bool(fusion), fusion_off=_switches(fusion_switch_file),
+                                      precision_mode=resolve(precision_mode, self.profile),
+                                      precision_numerics=_numerics(precision_numerics))
         self.plans = LoadedPlans(self.profile, self.options, _check_max_plans(max_plans))   # one device, LRU
         self._seen: dict[tuple[Any, ...], Compiled] = {}   # ``feeds_key`` of feeds checked before -> their plan
         self._last: Compiled | None = None
@@ -235,3 +248,14 @@ def _check_streams(streams: int | str, profile: DeviceProfile) -> int | str:
         raise GraphExecError(f"streams={streams} exceeds the {profile.max_streams} streams "
                              f"device {profile.name} allows")
     return int(streams)
+
+
+def _switches(path: str | None) -> frozenset[str]:
+    """The fusion rules an ATC switch file turns off (none without one)."""
+    return frozenset() if path is None else read_switch_file(path)
+
+
+def _numerics(value: str) -> str:
+    if value not in NUMERICS:
+        raise GraphExecError(f"precision_numerics must be 'model' or 'device', not {value!r}")
+    return value

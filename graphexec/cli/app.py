@@ -23,6 +23,7 @@ from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
+from graphexec.passes.precision import MODES as PRECISION_MODES
 
 
 class UsageError(GraphExecError):
@@ -101,7 +102,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cli_files.check_distinct(args, graph)   # nor a file the model read (its .npz, external data)
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
                          launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
-                         microbatches=args.microbatches, system=args.system, compute=not args.timing_only)
+                         microbatches=args.microbatches, system=args.system, compute=not args.timing_only,
+                         fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
+                         precision_mode=args.precision_mode, precision_numerics=args.precision_numerics)
     if args.timing_only and args.save:
         raise UsageError("--save: a --timing-only run computes no outputs to save")
     feeds = _feeds_for(graph, args, session.profile)
@@ -144,6 +147,9 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
         print(f"  output {name}: {summarize(value)}")
     print(f"  simulated device time {s.makespan_us:,.1f} us (lower bound {s.lower_bound_us:,.1f} us)")
     print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
+    if s.precision_mode:
+        print(f"  precision: timed in {s.precision_mode}, outputs computed "
+              f"{'as the model defines them' if s.precision_computed == 'model' else 'in ' + s.precision_computed}")
     print(f"  activation pool {s.peak_bytes:,} bytes (live peak {s.lower_bound_bytes:,}, "
           f"no reuse {s.no_reuse_bytes:,}); weights {s.weight_bytes:,} bytes")
     from graphexec.profiling.console import profile_text
@@ -200,7 +206,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     graph = gx.load(args.model)
     if args.devices > 1:   # the partition over the cards and the transfers (graphexec/cli/devices.py)
         return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
-    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy)
+    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
+                         fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
+                         precision_mode=args.precision_mode, precision_numerics=args.precision_numerics)
     compiled = session.compile(_feeds_for(graph, args, session.profile))
     print(schedule_text(compiled, args.limit))
     print(memory_text(compiled.memory_plan, args.limit))
@@ -290,6 +298,14 @@ def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
                    help="graph: the task list is loaded with the model (GE graph mode, default); "
                         "host: every task is launched from the host at the profile's launch cost")
     p.add_argument("--device", help="built-in device name or a profile .yaml (default ascend910)")
+    p.add_argument("--fusion", choices=["on", "off"], default="on",
+                   help="GE/ATC graph and UB fusion in graph mode (default on)")
+    p.add_argument("--fusion-switch-file", metavar="FILE",
+                   help="ATC fusion switch file: rules set 'off' there are not applied (JSON or Rule:off lines)")
+    p.add_argument("--precision-mode", choices=list(PRECISION_MODES),
+                   help="ATC precision mode the kernels are timed in (default: the chip's, force_fp16 on Ascend)")
+    p.add_argument("--precision-numerics", choices=["model", "device"], default="model",
+                   help="compute outputs as the model defines them (default) or as the precision mode would")
     p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print JSON")

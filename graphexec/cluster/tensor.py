@@ -32,6 +32,7 @@ from graphexec.engine.result import make_stats
 from graphexec.hccl import graph_ops as collectives
 from graphexec.hccl.graph_ops import Op, Part
 from graphexec.ir import Graph
+from graphexec.passes.fusion_groups import origin_name
 from graphexec.passes.makespan_bounds import fastest_us
 from graphexec.passes.shape_inference import fold_constants, infer_types
 from graphexec.passes.tensor_split import Collective, Segment, Worth, segments, split_graph
@@ -178,7 +179,8 @@ def _worth(cl: Cluster, typed: Graph, types: dict[str, Any]) -> Worth:
     for t in whole.tasks.tasks:
         if t.node is not None and t.kind is TaskKind.KERNEL:
             part = replace(t, flops=t.flops / n, bytes=t.bytes / n)
-            saves[t.node.name] = saves.get(t.node.name, 0.0) + fastest_us(t, profile) - fastest_us(part, profile)
+            name = origin_name(t.node)   # a fused task's saving is its head node's
+            saves[name] = saves.get(name, 0.0) + fastest_us(t, profile) - fastest_us(part, profile)
 
     def worth(names: list[str], kind: str, nbytes: int) -> str:
         saved = sum(saves.get(x, 0.0) for x in names)

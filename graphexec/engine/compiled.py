@@ -25,11 +25,13 @@ from graphexec.kernels import parallel
 from graphexec.kernels.quiet import run_quietly
 from graphexec.passes.base import CompileState, PassManager
 from graphexec.passes.direct_writes import DirectWrites
+from graphexec.passes.graph_fusion import GraphFusion
 from graphexec.passes.host_fusion import HostFusion
 from graphexec.passes.l2_reuse import L2Reuse
 from graphexec.passes.lowering import Lowering
 from graphexec.passes.makespan_bounds import MakespanBounds
 from graphexec.passes.memory_planning import MemoryPlanning
+from graphexec.passes.precision import Precision
 from graphexec.passes.shape_inference import ShapeInference
 from graphexec.passes.size_check import SizeCheck
 from graphexec.passes.stream_assignment import StreamAssignment
@@ -48,8 +50,8 @@ _UNKNOWN = object()   # Compiled.needs_values not worked out yet
 
 def default_passes(options: CompileOptions) -> PassManager:
     """Every compile step, in order; the thread plan only for more than one host thread."""
-    passes = [ShapeInference(), SizeCheck(), Lowering(), L2Reuse(), StreamAssignment(), MemoryPlanning(), HostFusion(),
-              DirectWrites(), MakespanBounds()]
+    passes = [ShapeInference(), SizeCheck(), GraphFusion(), Lowering(), Precision(), L2Reuse(), StreamAssignment(),
+              MemoryPlanning(), HostFusion(), DirectWrites(), MakespanBounds()]
     return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 
 

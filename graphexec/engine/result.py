@@ -33,6 +33,8 @@ class Stats:
     Over the makespan: ``mean_queue_depth``/``max_queue_depth`` count tasks in the
     command queues, ``device_idle_us`` is time with no kernel or copy running, and
     ``host_wait_us`` the part of it with every queue empty (the device waited on the host).
+    ``precision_mode`` is ATC's precision mode the kernels were timed in, ``precision_computed``
+    the one their outputs were computed in ("model": the ONNX model's dtypes).
     """
 
     makespan_us: float
@@ -60,6 +62,8 @@ class Stats:
     max_queue_depth: int = 0
     device_idle_us: float = 0.0
     host_wait_us: float = 0.0
+    precision_mode: str = ""
+    precision_computed: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,6 +155,7 @@ def _stats(compiled: "Compiled", dev: "Device", done: list[Any], makespan: float
     lb, cp = compiled.bounds.lower_bound_us, compiled.bounds.critical_path_us
     plan, sched = compiled.memory_plan, compiled.schedule
     regions = compiled.region_bytes()
+    precision = compiled.graph.meta.get("precision", {})
     return Stats(
         makespan_us=float(makespan), lower_bound_us=lb, critical_path_us=cp,
         num_tasks=len(done), num_kernels=counts[0], num_aicpu=counts[1],
@@ -162,6 +167,7 @@ def _stats(compiled: "Compiled", dev: "Device", done: list[Any], makespan: float
         cut_bound_bytes=plan.cut_bound_bytes, no_reuse_bytes=plan.no_reuse_bytes,
         weight_bytes=regions["weight"], io_bytes=regions["io"],
         host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
+        precision_mode=precision.get("timed", ""), precision_computed=precision.get("computed", ""),
         **metrics)
 
 

@@ -21,6 +21,7 @@ from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import Cost, cube_dtype, node_cost
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.kernels.fused import FusedRunner, fused_cost, is_fused
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.concat_slices import no_task_concats
 from graphexec.passes.contracts import check_tasks
@@ -74,9 +75,13 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
             writers[outs[0]] = set().union(*(writers.get(x, set()) for x in node.inputs))
             continue
         tid = len(tasks)
-        runner = runners[tid] = NodeRunner(node, graph)
         reads = node.all_inputs
-        tasks.append(_kernel_task(tid, node, graph, runner, reads, costs))
+        if is_fused(node):
+            runners[tid] = FusedRunner(node, graph)
+            tasks.append(_fused_task(tid, node, graph, reads))
+        else:
+            runner = runners[tid] = NodeRunner(node, graph)
+            tasks.append(_kernel_task(tid, node, graph, runner, reads, costs))
         deps[tid] = set().union(*(writers.get(r, _NONE) for r in reads))
         for o in outs:
             writers[o] = {tid}
@@ -113,6 +118,16 @@ def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: 
     if runs_on_device(node, graph):   # its cost is the opaque estimate timing-only runs use
         kind = TaskKind.CONTROL
     return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(reads)), tuple(outs), cost.unit,
+                cost.flops, cost.bytes, cost.block_dim, dtype, node)
+
+
+def _fused_task(tid: int, node: Node, graph: Graph, reads: list[str]) -> Task:
+    """A fused node's one task, priced as the fused kernel; its dtype is its head's."""
+    cost = fused_cost(graph, node)
+    head = node.meta["members"][0]
+    dtype = _compute_dtype(graph, head, [o for o in head.outputs if o], cost.unit)
+    outs = tuple(o for o in node.outputs if o)
+    return Task(tid, TaskKind.KERNEL, node.name, node.op, tuple(dict.fromkeys(reads)), outs, cost.unit,
                 cost.flops, cost.bytes, cost.block_dim, dtype, node)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from graphexec.errors import GraphExecError
 from graphexec.ir import Graph, TensorType
+from graphexec.passes.fusion_groups import origin_name
 from graphexec.passes.makespan_bounds import fastest_us
 from graphexec.plan import Plan
 from graphexec.plan.tasks import TaskKind
@@ -63,7 +64,8 @@ def node_costs(plan: Plan) -> dict[str, float]:
     costs: dict[str, float] = {}
     for t in plan.tasks.tasks:
         if t.node is not None and t.kind in (TaskKind.KERNEL, TaskKind.AICPU, TaskKind.CONTROL):
-            costs[t.node.name] = costs.get(t.node.name, 0.0) + fastest_us(t, plan.profile)
+            name = origin_name(t.node, last=True)   # a fused task's time: its group's last node's
+            costs[name] = costs.get(name, 0.0) + fastest_us(t, plan.profile)
     return costs
 
 

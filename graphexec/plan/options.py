@@ -29,6 +29,14 @@ class CompileOptions:
         input_types: the feeds' types this compile is for (name -> TensorType).
         external: inputs that live in an enclosing plan's memory (the outer-scope names
             a control-flow body reads): the memory plan leaves them out.
+        fusion: graph and UB fusion as GE/ATC does it (``passes/graph_fusion.py``); it
+            applies in graph mode only (host launch runs every op as its own kernel).
+        fusion_off: the fusion rules turned off, by GE's names (``passes/fusion_switch.py``,
+            as ATC's ``--fusion_switch_file`` turns them off).
+        precision_mode: ATC's ``--precision_mode`` the tasks are timed in
+            (``passes/precision.py``); None: the chip's default (force_fp16 on Ascend).
+        precision_numerics: "model" (outputs as the ONNX model defines them) or "device"
+            (the mode's lower-precision operands and results, to see its accuracy cost).
     """
 
     streams: int | str = 1
@@ -40,10 +48,19 @@ class CompileOptions:
     threads: int = 1
     input_types: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     external: frozenset[str] = frozenset()
+    fusion: bool = True
+    fusion_off: frozenset[str] = frozenset()
+    precision_mode: str | None = None
+    precision_numerics: str = "model"
 
     @property
     def graph_mode(self) -> bool:
         return self.launch == "graph"
+
+    @property
+    def fusing(self) -> bool:
+        """Whether graph fusion runs: on, and the graph is compiled for graph mode."""
+        return self.fusion and self.graph_mode
 
     @property
     def stream_policy(self) -> str:

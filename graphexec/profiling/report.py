@@ -13,6 +13,9 @@ def schedule_text(compiled: Any, limit: int = 0) -> str:
     lines = [f"schedule: policy {sched.policy}, {len(sched.streams)} stream(s), {sched.num_events} wait(s) "
              f"after pruning ({sched.stats.get('waits_before_pruning', 0)} cross-stream dependencies), "
              f"{sched.num_event_ids} event id(s)"]
+    fusion = compiled.graph.meta.get("fusion")
+    if fusion:   # graph fusion's groups by GE rule (passes/graph_fusion.py)
+        lines.append("fusion: " + ", ".join(f"{rule} x{n}" for rule, n in fusion.items()))
     for i, tasks in enumerate(sched.streams):
         lines.append(f"stream {i}: {sum(t.kind in (TaskKind.KERNEL, TaskKind.AICPU) for t in tasks)} kernels")
         shown = tasks if not limit else tasks[:limit]
@@ -23,7 +26,9 @@ def schedule_text(compiled: Any, limit: int = 0) -> str:
                 lines.append(f"    wait   e{t.event}    ({t.name})")
             else:
                 where = "AI CPU" if t.kind is TaskKind.AICPU else f"{t.unit}, {t.block_dim} blocks"
-                lines.append(f"  {t.name} [{t.op}] ({where})")
+                fused = t.node.meta.get("fused_ops") if t.node is not None else None
+                op = f"{t.op}, fused: {'+'.join(fused)}" if fused else t.op
+                lines.append(f"  {t.name} [{op}] ({where})")
         if len(shown) < len(tasks):
             lines.append(f"  ... {len(tasks) - len(shown)} more")
     return "\n".join(lines)

@@ -40,6 +40,10 @@ def _task_event(t: Any, pid: int) -> dict[str, Any]:
                       "outputs": [o for o in node.outputs if o] if node is not None
                       else t.meta.get("outputs", [w[2] for w in t.writes]),
                       "cores": t.max_cores, "block_dim": t.block_dim, "unit": t.unit}
+        if task is not None and getattr(task, "dtype", None):   # the dtype the precision mode timed it in
+            ev["args"]["dtype"] = task.dtype
+        if node is not None and "fused" in node.meta:   # graph fusion: the nodes this one kernel runs
+            ev["args"].update(fused=list(node.meta["fused"]), fusion_rules=list(node.meta["rules"]))
     elif t.kind in ("record", "wait"):
         ev["args"] = {"event": t.event.id, "kind": t.kind, "record_id": _record_id(t)}
     elif t.kind == "memcpy":

@@ -115,7 +115,7 @@ def test_loop_matches_onnxruntime_and_runs_its_body_once_per_trip():
     np.testing.assert_allclose(result.outputs["y"], ref[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(result.outputs["iters"], ref[1])
     names = _kernel_names(result)
-    assert names.count("Loop_0/body/MatMul_b") == 6
+    assert names.count("Loop_0/body/MatMul_b+Add_b+Tanh_b") == 6   # the body's MatMul, bias and Tanh: one kernel
     switches = [e for e in result.trace["traceEvents"] if e.get("name", "").startswith("Loop_0/body/LabelSwitch")]
     assert len(switches) == 6
 

@@ -125,12 +125,13 @@ def test_conv_splits_by_output_channels_with_an_all_gather(devices):
     the compute it spreads); one whose channels do not divide stays whole."""
     rng = np.random.default_rng(4)
     mk = helper.make_node
-    inits = {"wa": _w(rng, 512, 2048, 3, 3), "ba": rng.standard_normal(512).astype(np.float32),
+    # heavy enough to split in float16 (force_fp16 halves its time, not the all-gather's)
+    inits = {"wa": _w(rng, 512, 4096, 3, 3), "ba": rng.standard_normal(512).astype(np.float32),
              "wb": _w(rng, 256, 512, 1, 1), "wc": _w(rng, 5, 512, 1, 1)}
     nodes = [mk("Conv", ["x", "wa", "ba"], ["a"], name="ca", pads=[1, 1, 1, 1]), mk("Relu", ["a"], ["r"], name="r"),
              mk("Conv", ["r", "wb"], ["b"], name="cb"), mk("Conv", ["r", "wc"], ["c"], name="cc"),
              mk("Concat", ["b", "c"], ["y"], name="cat", axis=1)]
-    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2048, 7, 7])],
+    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4096, 7, 7])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 261, 7, 7])],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     graph = gx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))

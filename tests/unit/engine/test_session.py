@@ -42,6 +42,13 @@ def test_views_launch_nothing_and_plan_has_offsets():
     s = gx.Session(_mlp())
     r = s.run({"x": np.ones((2, 3), np.float32)})
     ops = [e["args"]["op"] for e in r.trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert "Flatten" not in ops and ops == ["MatMul", "Sigmoid"]   # the Relu runs in the MatMul's kernel (fusion)
+    entries = {e.tensor: e for e in s.memory_plan}
+    assert "h" not in entries   # MatMul's output lives only inside the fused kernel
+    assert r.stats.num_tasks == 2
+    s = gx.Session(_mlp(), fusion=False)
+    r = s.run({"x": np.ones((2, 3), np.float32)})
+    ops = [e["args"]["op"] for e in r.trace["traceEvents"] if e.get("cat") == "kernel"]
     assert "Flatten" not in ops and ops == ["MatMul", "Relu", "Sigmoid"]
     entries = {e.tensor: e for e in s.memory_plan}
     assert entries["h"].offset % 512 == 0 and entries["h"].size == 2 * 4 * 4

@@ -51,7 +51,7 @@ def test_index_arrays_equal_the_per_kernel_loop(seed):
 
 def test_a_plan_past_the_walk_size_takes_the_array_passes(monkeypatch):
     session = gx.Session(random_dag(np.random.default_rng(5), run_stats.WALK_MAX + 40), streams=3,
-                         compute=False)
+                         compute=False, fusion=False)   # one task per node: past the walk size
     result = session.simulate(None)
     compiled = session.compile(None)
     assert len(compiled._kernels) > run_stats.WALK_MAX and not compiled.stats_plan.info

@@ -37,7 +37,7 @@ def test_module_pays_one_launch_for_its_tasks():
     npu.synchronize()
     kernels = [t for t in dev()[before:] if t["kind"] == "kernel"]
     launch = _launch_cost()
-    assert len(kernels) >= 10 and host == pytest.approx(launch)
+    assert len(kernels) >= 5 and host == pytest.approx(launch)   # the inception block fused: 7 kernels
 
 
 def _host_t():

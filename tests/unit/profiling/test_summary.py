@@ -82,7 +82,7 @@ def test_statistic_adds_up(dag):
 
 
 @pytest.mark.parametrize("build, bound", [(elementwise_chain, "memory"), (tiny_chain, "overhead"),
-                                          (lambda: wide_matmuls(k=32768), "compute")])
+                                          (lambda: wide_matmuls(k=131072), "compute")])   # float16 (force_fp16)
 def test_bound_follows_the_roofline(build, bound, tmp_path):
     _, summary, _ = _profile(build(), tmp_path)
     assert {r[-1] for r in summary[1:]} == {bound}

@@ -1,0 +1,90 @@
+"""Fused kernels: what one task runs after graph fusion (``passes/graph_fusion.py``).
+
+A fused node keeps the nodes it replaced (``node.meta["members"]``, in order); its
+runner computes them one after another on the host, so the outputs are the unfused
+graph's bit for bit, while the device sees one kernel. Its cost is the fused kernel's:
+the members' work, but only the bytes that cross HBM (the inputs from outside the group
+and the outputs it leaves), since the intermediates stay in the unified buffer (UB
+fusion) or never exist (graph fusion). A BatchNormalization folded into a Conv is a real
+rewrite of the filter and bias instead (:func:`fold_batchnorm`), as ATC folds it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from graphexec.ir import Graph, Node
+from graphexec.kernels.cost import MAX_BLOCK_DIM, VECTOR_TILE_BYTES, Cost, node_cost
+from graphexec.kernels.dispatch import NodeRunner
+
+FUSED_DOMAIN = "graphexec.fused"   # the domain of a node graph fusion made (its runner is a FusedRunner)
+
+
+def is_fused(node: Node) -> bool:
+    return node.domain == FUSED_DOMAIN
+
+
+class FusedRunner:
+    """Runs a fused node's members in order; only the last member may compute into ``out``."""
+
+    def __init__(self, node: Node, graph: Graph) -> None:
+        self.node = node
+        self.members = [NodeRunner(m, graph) for m in node.meta["members"]]
+        self.outputs = [o for o in node.outputs if o]
+
+    @property
+    def uses_fallback(self) -> bool:
+        return any(r.uses_fallback for r in self.members)
+
+    def __call__(self, values: dict[str, Any], out: Any = None) -> dict[str, Any]:
+        env = dict(values)
+        last = len(self.members) - 1
+        for i, r in enumerate(self.members):
+            env.update(r(env, out if i == last else None))
+        return {o: env[o] for o in self.outputs}
+
+
+def _static(graph: Graph, names: list[str]) -> tuple[list, int]:
+    shapes, total = [], 0
+    for n in names:
+        t = graph.values[n].type if n else None
+        if t is not None and t.is_static:
+            shapes.append(t.shape)
+            total += t.nbytes
+        else:
+            shapes.append(None)
+    return shapes, total
+
+
+def member_cost(graph: Graph, node: Node) -> Cost:
+    """One member's cost as lowering would price it alone."""
+    in_shapes, in_bytes = _static(graph, node.inputs)
+    outs = [o for o in node.outputs if o]
+    out_shapes, out_bytes = _static(graph, outs)
+    return node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, False, node.domain)
+
+
+def fused_cost(graph: Graph, node: Node) -> Cost:
+    """The fused kernel's cost: every member's flops, the bytes of the fused node's own
+    inputs and outputs once (intermediates never go to HBM); a cube member sets the unit
+    and tiling (its epilogue runs on its output tiles), else the output's vector tiles."""
+    costs = [member_cost(graph, m) for m in node.meta["members"]]
+    _, in_bytes = _static(graph, node.inputs)
+    _, out_bytes = _static(graph, [o for o in node.outputs if o])
+    flops = float(sum(c.flops for c in costs))
+    cube = [c for c in costs if c.unit == "cube"]
+    if cube:
+        return Cost(flops, float(in_bytes + out_bytes), "cube", cube[0].block_dim)
+    blocks = math.ceil(max(out_bytes, 1) / VECTOR_TILE_BYTES)
+    return Cost(flops, float(in_bytes + out_bytes), "vector", max(1, min(blocks, MAX_BLOCK_DIM)))
+
+
+def affine_batchnorm(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                     eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Inference BatchNormalization as y = x * k + s per channel, in float64 (to be folded
+    into a Conv's filter and bias: W' = W * k, B' = B * k + s, ConvBatchnormFusionPass)."""
+    k = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    return k, bias.astype(np.float64) - mean.astype(np.float64) * k
