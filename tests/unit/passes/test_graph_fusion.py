@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import graphexec as gx
 from graphexec.errors import GraphExecError
 from graphexec.passes.fusion_switch import GRAPH_RULES, RULES, UB_RULES, parse_switches, read_switch_file
+from graphexec.runtime.profiles import load_profile
 
 mk = helper.make_node
 RNG = np.random.default_rng(0)
@@ -51,9 +52,11 @@ CONV_BN_RELU = [mk("Conv", ["x", "w", "cb"], ["c"], pads=[1, 1, 1, 1]),
 
 
 def test_conv_bn_relu_is_one_task_priced_as_the_conv_plus_one_pass_over_its_output():
-    """On 910B in float32 (its cube has a float32 path), so every tensor moves 4 bytes an element."""
+    """On 910B in float32 (its cube has a float32 path), so every tensor moves 4 bytes an element;
+    without its kernel model (no L2 pass), so a task's bytes are what it moves."""
     model = _model(CONV_BN_RELU, CONV, CONV_CONSTS)
-    fp32 = {"device": "ascend910b", "precision_mode": "must_keep_origin_dtype"}
+    plain = load_profile("ascend910b").model_copy(update={"kernels": None})
+    fp32 = {"device": plain, "precision_mode": "must_keep_origin_dtype"}
     session, result = _run(model, X4, **fp32)
     (task,) = session.compiled.tasks.tasks
     assert task.op == "Conv" and task.unit == "cube" and task.node.meta["fused_ops"] == ["Conv", "BatchNormalization",
