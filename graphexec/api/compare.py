@@ -94,12 +94,13 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
             feeds: Mapping[str, Any] | None = None, policy: str | None = None, device: str | None = None,
             launch: str = "graph", progress: Callable[[int, int, str], None] | None = None, threads: int = 1,
             devices: Iterable[int] | None = None, parallel: str = "data", microbatches: int = 1,
-            system: str | None = None, compute: bool = True) -> Comparison:
+            system: str | None = None, compute: bool = True, **compile_options: Any) -> Comparison:
     """Run ``graph`` once per stream count (default 1, 2, 4, 8); speedups are against the
     first row. ``threads``: host threads for the kernels' math (the results do not change).
     With ``devices`` (card counts, e.g. [1, 2, 4]): one row per count, spread by
     ``parallel`` with ``streams`` (an int, default 1) per card (``api/compare_devices.py``).
     ``compute=False``: timing-only rows (``Session.simulate``), the same numbers, no outputs.
+    ``compile_options``: Session's fusion and precision keywords, the same for every row.
 
     Example:
         >>> cmp = gx.compare(gx.load("models/inception_block.onnx"), streams=[1, 4])
@@ -110,6 +111,8 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
     if devices is not None:
         from graphexec.api.compare_devices import compare_devices
 
+        if compile_options:
+            raise GraphExecError(f"with devices, compare takes none of {', '.join(sorted(compile_options))}")
         if streams is not None and not isinstance(streams, (int, str)):
             raise GraphExecError("with devices, streams is the stream count per card (an int or 'auto')")
         return compare_devices(graph, devices, feeds, parallel, 1 if streams is None else streams, microbatches,
@@ -119,7 +122,7 @@ def compare(graph: Graph | Any, streams: Iterable[int | str] | int | str | None 
 
     def make(n: int | str) -> Session:
         return Session(graph, streams=n, device=device, policy=None if n == 1 and policy != "auto" else policy,
-                       launch=launch, threads=threads, compute=compute)
+                       launch=launch, threads=threads, compute=compute, **compile_options)
 
     def row(n: int | str, session: Session, s: Any, speedup: float) -> CompareRow:
         return CompareRow(n, session.compiled.schedule.policy, s.num_streams, s.num_events, s.makespan_us,

@@ -133,6 +133,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """--fusion, --fusion-switch-file, --precision-mode, --precision-numerics as Session's keywords."""
+    return {"fusion": args.fusion == "on", "fusion_switch_file": args.fusion_switch_file,
+            "precision_mode": args.precision_mode, "precision_numerics": args.precision_numerics}
+
+
+def _one_card_flags(args: argparse.Namespace) -> None:
+    """compare and plan across cards take no fusion or precision flag yet: one line, not a silent default."""
+    if args.fusion == "off" or args.fusion_switch_file or args.precision_mode or args.precision_numerics != "model":
+        raise UsageError("--fusion, --fusion-switch-file and --precision-* are not taken with --devices here yet "
+                         "(graphexec run --devices N takes them)")
+
+
 def _describe(v: Any) -> dict[str, Any]:
     if not isinstance(v, np.ndarray):
         return {"type": type(v).__name__}
@@ -179,12 +192,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cli_files.check_distinct(args, graph)
     feeds = _feeds_for(graph, args, gx.Session(graph, streams=1, device=args.device).profile)
     if args.devices:   # one row per card count (graphexec/cli/devices.py)
+        _one_card_flags(args)
         return cli_devices.compare(args, graph, feeds, lambda draw: write_one(args.plot, draw))
     counts = _stream_list(args.streams or "1,2,4,8")
     from graphexec.profiling.console import Progress
 
     with Progress(len(counts)) as bar:   # drawn on stderr only when it is a terminal
         cmp = gx.compare(graph, streams=counts, feeds=feeds, policy=args.policy, device=args.device, launch=args.launch,
+                         **_compile_flags(args),
                          threads=args.threads, compute=not args.timing_only,
                          progress=lambda i, n, what: bar.update(i, what))
     if args.plot:
@@ -205,6 +220,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     graph = gx.load(args.model)
     if args.devices > 1:   # the partition over the cards and the transfers (graphexec/cli/devices.py)
+        _one_card_flags(args)
         return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
     session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
                          fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,

@@ -185,3 +185,18 @@ def test_switching_every_rule_off_is_the_unfused_graph(tmp_path):
     switch.write_text(json.dumps({"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}))
     session, _ = _run(model, X4, fusion_switch_file=str(switch))
     assert len(session.compiled.tasks.tasks) == 3
+
+
+def test_compare_and_the_cli_take_the_fusion_flags(tmp_path, capsys):
+    from graphexec.cli import main
+
+    model = _model(CONV_BN_RELU, CONV, CONV_CONSTS)
+    cmp = gx.compare(model, streams=[1], feeds=X4, fusion=False)
+    assert cmp.sessions[0].compiled.tasks.tasks[0].op == "Conv" and len(cmp.sessions[0].compiled.tasks.tasks) == 3
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["compare", str(path), "--streams", "1", "--fusion", "off", "--json"]) == 0
+    assert main(["plan", str(path)]) == 0
+    assert "fusion: ConvBatchnormFusionPass x1, ConvElemwiseUbFusion x1" in capsys.readouterr().out
+    assert main(["compare", str(path), "--devices", "1,2", "--fusion", "off"]) == 2
+    assert "not taken with --devices" in capsys.readouterr().err
