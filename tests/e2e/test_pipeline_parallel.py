@@ -49,7 +49,9 @@ def test_pipeline_light_model_matches_one_device(model, devices, microbatches):
     s = result.stats
     assert s.parallel == "pipeline" and s.num_devices == devices and s.microbatches == microbatches
     assert [c["device"] for c in s.per_device] == list(range(devices))
-    assert all(c["compute_us"] > 0 and c["weight_bytes"] > 0 for c in s.per_device)
+    # every card computes; a stage may hold no weights (squeezenet's last cut before its logits is
+    # the pooling tail once ATC-style fusion made each Conv+Relu one task)
+    assert all(c["compute_us"] > 0 for c in s.per_device) and sum(c["weight_bytes"] for c in s.per_device) > 0
     assert 0.0 < s.extra["bubble"] < 1.0 and len(s.extra["stages"]) == devices
     assert s.comm_bytes > 0 and s.comm_us > 0 and 0.0 <= s.comm_hidden <= 1.0
     _check_copies(result.trace, devices, microbatches)
