@@ -16,58 +16,16 @@ import numpy as np
 
 import graphexec as gx
 from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
+from graphexec.cli import args as cli_args
 from graphexec.cli import decode as cli_decode
 from graphexec.cli import devices as cli_devices
 from graphexec.cli import files as cli_files
 from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
+from graphexec.cli.args import UsageError
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
 from graphexec.passes.precision import MODES as PRECISION_MODES
-
-
-class UsageError(GraphExecError):
-    """A command-line argument is malformed."""
-
-
-def _pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
-    out = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value:
-            raise UsageError(f"{what} {item!r} must look like NAME=VALUE")
-        out[name] = value
-    return out
-
-
-def _shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for name, text in _pairs(items, "--shape").items():
-        try:
-            dims = tuple(int(d) for d in text.split(","))
-        except ValueError:
-            raise UsageError(f"--shape {name}={text}: dims must be integers separated by commas") from None
-        if any(d < 0 for d in dims):
-            raise UsageError(f"--shape {name}={text}: dims must be >= 0")
-        shapes[name] = dims
-    return shapes
-
-
-def _inputs(items: Sequence[str] | None, profile: Any = None) -> dict[str, np.ndarray]:
-    return {name: _load_npy(name, path, profile) for name, path in _pairs(items, "--input").items()}
-
-
-def _load_npy(name: str, path: str, profile: Any = None) -> np.ndarray:
-    return cli_files.read_input(name, path, profile)   # header first: objects and sizes refused before reading
-
-
-def _streams(text: str | None) -> int | str | None:
-    if text is None or text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise UsageError(f"--streams {text!r}: must be an integer >= 1 or 'auto'") from None
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -100,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_outputs(args)
     graph = gx.load(args.model)
     cli_files.check_distinct(args, graph)   # nor a file the model read (its .npz, external data)
-    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
+    session = gx.Session(graph, streams=cli_args.streams(args.streams), device=args.device, policy=args.policy,
                          launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
                          microbatches=args.microbatches, system=args.system, compute=not args.timing_only,
                          fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
@@ -171,8 +129,8 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
 
 
 def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:
-    feeds = _inputs(args.input, profile)
-    shapes = _shapes(args.shape)
+    feeds = cli_args.inputs(args.input, profile)
+    shapes = cli_args.shapes(args.shape)
     if all(n in feeds for n in graph.inputs) and not shapes:
         return feeds
     defaults = gx.default_feeds(graph, shapes, device=profile)
@@ -180,7 +138,7 @@ def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[
 
 
 def _stream_list(text: str) -> list[int | str]:
-    counts = [c for x in text.split(",") if x.strip() and (c := _streams(x.strip())) is not None]
+    counts = [c for x in text.split(",") if x.strip() and (c := cli_args.streams(x.strip())) is not None]
     if not counts:
         raise UsageError(f"--streams {text!r}: give a comma-separated list such as 1,2,4,8")
     return counts
@@ -222,7 +180,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.devices > 1:   # the partition over the cards and the transfers (graphexec/cli/devices.py)
         _one_card_flags(args)
         return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
-    session = gx.Session(graph, streams=_streams(args.streams), device=args.device, policy=args.policy,
+    session = gx.Session(graph, streams=cli_args.streams(args.streams), device=args.device, policy=args.policy,
                          fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
                          precision_mode=args.precision_mode, precision_numerics=args.precision_numerics)
     compiled = session.compile(_feeds_for(graph, args, session.profile))
