@@ -47,7 +47,9 @@ class FusedRunner:
         return {o: env[o] for o in self.outputs}
 
 
-def _static(graph: Graph, names: list[str]) -> tuple[list, int]:
+def value_shapes(graph: Graph, names: list[str]) -> tuple[list, int]:
+    """The values' static shapes (None where unknown or absent) and their static bytes: what a
+    node's cost rule takes, for lowering and for a fused group's members alike."""
     shapes, total = [], 0
     for n in names:
         t = graph.values[n].type if n else None
@@ -61,9 +63,9 @@ def _static(graph: Graph, names: list[str]) -> tuple[list, int]:
 
 def member_cost(graph: Graph, node: Node) -> Cost:
     """One member's cost as lowering would price it alone."""
-    in_shapes, in_bytes = _static(graph, node.inputs)
+    in_shapes, in_bytes = value_shapes(graph, node.inputs)
     outs = [o for o in node.outputs if o]
-    out_shapes, out_bytes = _static(graph, outs)
+    out_shapes, out_bytes = value_shapes(graph, outs)
     return node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, False, node.domain)
 
 
@@ -72,8 +74,8 @@ def fused_cost(graph: Graph, node: Node) -> Cost:
     inputs and outputs once (intermediates never go to HBM); a cube member sets the unit
     and tiling (its epilogue runs on its output tiles), else the output's vector tiles."""
     costs = [member_cost(graph, m) for m in node.meta["members"]]
-    _, in_bytes = _static(graph, node.inputs)
-    _, out_bytes = _static(graph, [o for o in node.outputs if o])
+    _, in_bytes = value_shapes(graph, node.inputs)
+    _, out_bytes = value_shapes(graph, [o for o in node.outputs if o])
     flops = float(sum(c.flops for c in costs))
     cube = [c for c in costs if c.unit == "cube"]
     if cube:

@@ -21,7 +21,7 @@ from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import Cost, cube_dtype, node_cost
 from graphexec.kernels.dispatch import NodeRunner
-from graphexec.kernels.fused import FusedRunner, fused_cost, is_fused
+from graphexec.kernels.fused import FusedRunner, fused_cost, is_fused, value_shapes
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.concat_slices import no_task_concats
 from graphexec.passes.contracts import check_tasks
@@ -39,18 +39,6 @@ def _is_view(node: Node, graph: Graph) -> bool:
     src, dst = graph.values[node.inputs[0]].type, graph.values[node.outputs[0]].type
     return (src.is_static and dst.is_static and src.dtype == dst.dtype and src.nbytes == dst.nbytes
             and node.outputs[0] not in graph.inputs)
-
-
-def _shapes(graph: Graph, names: list[str]) -> tuple[list, int]:
-    shapes, total = [], 0
-    for n in names:
-        t = graph.values[n].type if n else None
-        if t is not None and t.is_static:
-            shapes.append(t.shape)
-            total += t.nbytes
-        else:
-            shapes.append(None)
-    return shapes, total
 
 
 def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
@@ -106,8 +94,8 @@ def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: 
                *[id(values[n].type) for n in outs])
         known = costs.get(key)
     if known is None:
-        in_shapes, in_bytes = _shapes(graph, node.inputs)
-        out_shapes, out_bytes = _shapes(graph, outs)
+        in_shapes, in_bytes = value_shapes(graph, node.inputs)
+        out_shapes, out_bytes = value_shapes(graph, outs)
         cost = node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, runner.uses_fallback,
                          node.domain)
         known = (cost, _compute_dtype(graph, node, outs, cost.unit))

@@ -15,7 +15,7 @@ from dags import random_dag
 import graphexec as gx
 from graphexec.engine.feeds import default_feeds
 from graphexec.kernels.cost import node_cost
-from graphexec.kernels.fused import fused_cost, is_fused
+from graphexec.kernels.fused import fused_cost, is_fused, value_shapes
 from graphexec.passes import lowering
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
@@ -36,8 +36,8 @@ def _check(compiled):
             cost = fused_cost(graph, node)
             assert (t.unit, t.flops, t.bytes, t.block_dim) == (cost.unit, cost.flops, cost.bytes, cost.block_dim)
             continue
-        ins, in_b = lowering._shapes(graph, node.inputs)
-        o_s, out_b = lowering._shapes(graph, outs)
+        ins, in_b = value_shapes(graph, node.inputs)
+        o_s, out_b = value_shapes(graph, outs)
         cost = node_cost(node.op, ins, in_b, o_s, out_b, node.attrs, runner.uses_fallback, node.domain)
         assert (t.unit, t.flops, t.bytes, t.block_dim) == (cost.unit, cost.flops, cost.bytes, cost.block_dim)
         assert t.dtype == lowering._compute_dtype(graph, node, outs, cost.unit)
