@@ -9,7 +9,10 @@ never crosses to the host; only the new token goes in and the logits come out. T
 picked greedily (argmax of the last position's logits).
 
 Every step is one run: under profiling each is a step on one timeline
-(``profiling/steps.py``). ``Session(launch="graph")`` loads each step's task list with
+(``profiling/steps.py``). The session's device keeps its clock running from step to step
+(``Device.clock_us``): ``Decoded.starts_us`` places each step on it, and ``gaps_us`` is
+the device's idle time between steps while the host copied the logits out, synchronized,
+and fed and launched the next step. ``Session(launch="graph")`` loads each step's task list with
 its plan, as a captured graph (NPUGraph, aclgraph) replays it; ``launch="host"`` launches
 every task from the host, as eager decoding does: the difference is the launch cost that
 capture removes.
@@ -46,11 +49,39 @@ class Decoded:
         """Each step's simulated device time (us), the prompt step first."""
         return [r.stats.makespan_us for r in self.steps]
 
+    @property
+    def starts_us(self) -> list[float]:
+        """Each step's start on the device's running clock (us), the first step's at 0."""
+        at = [_clock(r)[1] for r in self.steps]
+        return [t - at[0] for t in at]
+
+    @property
+    def gaps_us(self) -> list[float]:
+        """The device's idle time (us) between each step's last task and the next one's first."""
+        spans = [_device_span(r) for r in self.steps]
+        return [(b_at + b[0]) - (a_at + a[1])
+                for a_at, a, b_at, b in zip(self.starts_us, spans, self.starts_us[1:], spans[1:])]
+
     def to_dict(self) -> dict[str, Any]:
         decode = self.step_us[1:]
         return {"prompt": self.prompt, "tokens": self.tokens, "step_us": self.step_us,
                 "prompt_us": self.step_us[0] if self.steps else None,
-                "per_token_us": float(np.mean(decode)) if decode else None}
+                "per_token_us": float(np.mean(decode)) if decode else None,
+                "starts_us": self.starts_us, "gaps_us": self.gaps_us}
+
+
+def _clock(result: Result) -> tuple[int, float, float]:
+    clock = result.run.clock if result.run is not None else None
+    if clock is None:
+        raise GraphExecError("a decode step's result keeps no record of its run")
+    return clock
+
+
+def _device_span(result: Result) -> tuple[float, float]:
+    """The first start and the last end of the step's device tasks, on its own clock."""
+    assert result.run is not None   # ``_clock`` checked it
+    done = [t for t in result.run.tasks if t.end_t is not None]
+    return min(t.start_t for t in done), max(t.end_t for t in done)
 
 
 def cache_pairs(graph: Graph) -> dict[str, str]:

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import graphexec as gx
 from graphexec.errors import GraphExecError
 
@@ -68,6 +70,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
     print(f"  tokens: {' '.join(map(str, run.tokens))}")
     print(f"  prompt step {doc['prompt_us']:,.1f} us; per token {doc['per_token_us'] or 0.0:,.1f} us "
           f"(simulated device time, {args.steps} steps)")
+    if doc["gaps_us"]:
+        print(f"  device idle between steps (host: copies out, sync, feeds, launch): "
+              f"{float(np.mean(doc['gaps_us'])):,.1f} us on average")
     if where:
         print(f"  every step on one timeline: {where}")
     return 0

@@ -50,7 +50,8 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
     docs = [timeline(run, record_trace(run), extra) for run, extra in zip(runs, extras)]
     ids = step_ids(extras)
     spans = [span_us(doc["traceEvents"]) for doc in docs]
-    begins = starts(spans, ids)
+    clocks = [getattr(run, "clock", None) for run in runs]
+    begins = starts(spans, ids, clocks)
     events: list[dict[str, Any]] = []
     named: set[tuple[Any, ...]] = set()
     others = []
@@ -58,7 +59,7 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
         events += place(doc["traceEvents"], k, run.device_id, ids[k], begins[k], named)
         others.append({**doc["otherData"], "run": k, "device_id": run.device_id, "step": ids[k],
                        "start_us": begins[k], "device_pid": 2 * run.device_id + 1})
-    events += step_events([r.device_id for r in runs], ids, begins, spans)
+    events += step_events([r.device_id for r in runs], ids, begins, spans, clocks)
     first = others[0] if others else {}
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {**first, "runs": others}}
 

@@ -3,8 +3,9 @@
 The device starts a fresh simulator at the next run, so a result keeps the finished
 tasks, the host launches and the simulator of its own run (core samples are built from
 it only when a timeline asks), plus the plan they came from (for tensor shapes, the memory
-plan and what-if schedules) and the device's id and launch mode: a value, never the
-loaded plan or the device itself.
+plan and what-if schedules), the device's id and launch mode, and where the run sits on
+the device's running clock (``Device.clock_us``: which clock, the run's start on it and
+the host time it took): a value, never the loaded plan or the device itself.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class RunRecord:
     plan: Plan = field(repr=False)
     device_id: int = 0
     graph_mode: bool = True
+    clock: tuple[int, float, float] | None = None   # (the device's clock id, the run's start on it, its host time)
 
     @cached_property
     def samples(self) -> list[Any]:
@@ -55,7 +57,7 @@ class RunRecord:
     @classmethod
     def of(cls, dev: "Device", plan: Plan) -> "RunRecord":
         """A snapshot of the run of ``plan`` that just finished on ``dev``."""
-        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, plan, dev.id, dev.graph_mode)
+        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, plan, dev.id, dev.graph_mode, clock_of(dev))
 
     def activation_sizes(self) -> dict[str, int]:
         """Bytes of each activation-pool tensor in the memory plan."""
@@ -75,6 +77,7 @@ class DeviceRun:
     graph_mode: bool = False
     name: str = "acl"
     graph: Any = None
+    clock: tuple[int, float, float] | None = None   # as RunRecord's
 
     @cached_property
     def samples(self) -> list[Any]:
@@ -82,4 +85,10 @@ class DeviceRun:
 
     @classmethod
     def of(cls, dev: "Device", name: str = "acl") -> "DeviceRun":
-        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, dev.profile, dev.id, dev.graph_mode, name)
+        return cls(list(dev.sim.finished), list(dev.launches), dev.sim, dev.profile, dev.id, dev.graph_mode, name,
+                   clock=clock_of(dev))
+
+
+def clock_of(dev: "Device") -> tuple[int, float, float]:
+    """Where the run that just finished on ``dev`` sits on its running clock."""
+    return dev.clock_id, dev.clock_us, float(dev.host_t)

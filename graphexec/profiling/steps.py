@@ -1,10 +1,15 @@
 """Several runs on one timeline: each run is a step (msprof's step trace, torch_npu's
 ``ProfilerStep#N``), and the steps follow one another on one clock.
 
-A device's simulated clock starts at zero for every run; a profile of several runs lays
-them end to end instead: step ``s`` starts where step ``s - 1`` ended (the latest end of
-any of its events, host launches included). The runs of one result (the cards of one
-multi-card run) are one step and start together. Every device keeps one host and one
+A run's own times count from its start; a device's clock keeps running from run to run
+(``Device.clock_us``), and each run's record says where on it the run started
+(``RunRecord.clock``). Step ``s`` starts as far after step ``s - 1`` as its run started
+after the previous one on their device's clock, so the host's time between them (copies
+out, synchronize, the next run's feeds and launches) shows as the device's idle time. A
+step whose run is on another clock (another session's device, a card of a multi-card
+run) starts where step ``s - 1`` ended (the latest end of any of its events, host
+launches included). The runs of one result (the cards of one multi-card run) are one
+step and start together. Every device keeps one host and one
 device process across the steps (pids ``2 d`` and ``2 d + 1``), each slice carries its
 ``args.step``, and a ``steps`` track on each host process marks the steps themselves.
 """
@@ -30,15 +35,36 @@ def span_us(events: Sequence[dict[str, Any]]) -> float:
     return max((float(e["ts"]) + float(e.get("dur", 0.0)) for e in events if "ts" in e), default=0.0)
 
 
-def starts(spans: Sequence[float], steps: Sequence[int]) -> list[float]:
-    """Run k -> where its step starts on the one clock."""
-    ends: dict[int, float] = {}
-    for span, s in zip(spans, steps):
-        ends[s] = max(ends.get(s, 0.0), span)
-    begin, at = 0.0, {}
-    for s in sorted(ends):
-        at[s] = begin
-        begin += ends[s]
+Clock = tuple[int, float, float] | None   # (clock id, start on it, host time): ``RunRecord.clock``
+
+
+def lengths(spans: Sequence[float], steps: Sequence[int], clocks: Sequence[Clock]) -> dict[int, float]:
+    """Step -> how long it lasts: its runs' latest event end, or host time where longer."""
+    out: dict[int, float] = {}
+    for span, s, clock in zip(spans, steps, clocks):
+        out[s] = max(out.get(s, 0.0), span, clock[2] if clock is not None else 0.0)
+    return out
+
+
+def starts(spans: Sequence[float], steps: Sequence[int], clocks: Sequence[Clock] | None = None) -> list[float]:
+    """Run k -> where its step starts on the one timeline."""
+    clocks = clocks if clocks is not None else [None] * len(steps)
+    length = lengths(spans, steps, clocks)
+    first: dict[int, Clock] = {}   # step -> the clock of its first run
+    for s, clock in zip(steps, clocks):
+        first.setdefault(s, clock)
+    at: dict[int, float] = {}
+    prev: int | None = None
+    for s in sorted(length):
+        if prev is None:
+            at[s] = 0.0
+        else:
+            at[s] = at[prev] + length[prev]
+            here, there = first[s], first[prev]
+            if here is not None and there is not None and here[0] == there[0]:
+                idle = here[1] - there[1] - length[prev]   # the clock ran on: runs not in this profile
+                at[s] += idle if idle > 1e-6 else 0.0      # (else 0, or the rounding of the clock's sums)
+        prev = s
     return [at[s] for s in steps]
 
 
@@ -69,11 +95,10 @@ def place(events: Sequence[dict[str, Any]], k: int, device_id: int, step: int, s
 
 
 def step_events(device_ids: Sequence[int], steps: Sequence[int], begins: Sequence[float],
-                spans: Sequence[float]) -> list[dict[str, Any]]:
-    """A ``ProfilerStep#s`` slice per step on each device's host process."""
-    length: dict[int, float] = {}
-    for s, span in zip(steps, spans):
-        length[s] = max(length.get(s, 0.0), span)
+                spans: Sequence[float], clocks: Sequence[Clock] | None = None) -> list[dict[str, Any]]:
+    """A ``ProfilerStep#s`` slice per step on each device's host process, as long as the
+    step's host time (where known) or its events."""
+    length = lengths(spans, steps, clocks if clocks is not None else [None] * len(steps))
     out: list[dict[str, Any]] = []
     seen: set[tuple[int, int]] = set()
     for d, s, begin in zip(device_ids, steps, begins):

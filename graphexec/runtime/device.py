@@ -12,7 +12,7 @@ batches, each as it would have been at its turn (``Device._hold``): the same tim
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from graphexec.runtime.codes import (
 )
 from graphexec.runtime.hazards import Hazard, HazardChecker, HostOp
 from graphexec.runtime.held import Submitted
+from graphexec.runtime.host import CLOCKS, GraphLaunch, HostLaunch
 from graphexec.runtime.memory import DeviceMemory
 from graphexec.runtime.profiles import DeviceProfile, load_profile
 from graphexec.runtime.sim import HOST_COPY_BYTES_PER_US, DeviceTask, SimGroup, Simulator
@@ -39,21 +40,13 @@ BATCH_MAX = 1024         # launches held at most before they are submitted
 BATCH_QUIET = 4          # held launches from which their submission runs inside ``Device.quiet``
 
 
-class HostLaunch(NamedTuple):
-    """One host-side API call that enqueued a task, for the host track of the trace."""
-
-    task: DeviceTask
-    start: float
-    end: float
-
-
 _new_launch = tuple.__new__
-# ``Device.graph_launch``: the simulator's submit, the launch list's append, the model execute's start and end
-GraphLaunch = tuple[Callable[[DeviceTask, float], None], Callable[[HostLaunch], None], float, float]
 
 
 class Device:
     """One emulated NPU with its own simulated clock.
+
+    Its clock keeps running from run to run (``clock_us``: ``runtime/host.py``).
 
     Args:
         profile: a DeviceProfile or a built-in name / YAML path.
@@ -84,6 +77,8 @@ class Device:
         self._held: list[DeviceTask] = []
         self._bandwidths: tuple[DeviceProfile, dict[str, float]] | None = None   # ``_bandwidth``
         self._submitting = False
+        self.clock_id = next(CLOCKS)
+        self.clock_us = self._host_t = 0.0
         self.reset_run()
 
     @property
@@ -94,10 +89,11 @@ class Device:
         return self._allocator
 
     def reset_run(self) -> None:
-        """Start a fresh simulated clock (memory stays): each run is timed from zero."""
+        """Start the next run (memory stays): its simulator counts from zero, at ``clock_us``."""
         old = getattr(self, "_sim", None)
         if old is not None and self._held:
             self._submit_held()
+        self.clock_us += self._host_t
         if self.group is not None and old is not None:
             self.group.sims.remove(old)
         self._sim = Simulator(self.profile, self.group)

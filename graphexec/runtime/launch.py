@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping, Sequence, cast
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import AnyTask, EventTask, Task, TaskKind
 from graphexec.runtime import sim_core
-from graphexec.runtime.device import Device, HostLaunch
+from graphexec.runtime.device import Device
+from graphexec.runtime.host import HostLaunch
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.sim import DeviceTask
 from graphexec.runtime.stream import Event, Stream

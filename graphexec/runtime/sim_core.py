@@ -23,7 +23,8 @@ from itertools import repeat
 from typing import Any, Mapping, Sequence
 
 from graphexec.runtime.core_pools import INF
-from graphexec.runtime.device import Device, HostLaunch
+from graphexec.runtime.device import Device
+from graphexec.runtime.host import HostLaunch
 from graphexec.runtime.kernel_time import kernel_time
 from graphexec.runtime.sim import Simulator
 from graphexec.runtime.sim_task import DeviceTask

@@ -143,3 +143,30 @@ def test_a_multi_card_profile_folder_draws_card_0s_counters(tmp_path):
     names = {e["pid"]: e["args"]["name"] for e in view.events if e.get("ph") == "M" and e["name"] == "process_name"}
     assert names[pid].startswith("device 0 (")
     assert view.queue() and max(v for _, v in view.queue()) == r.card_stats[0].max_queue_depth
+
+
+def test_runs_of_one_session_continue_its_devices_clock(tmp_path):
+    """One session, three runs: three steps placed where each run started on the device's
+    running clock, so the host's time between runs (copies out, synchronize, the next feeds
+    and launch) is the device's idle time between steps; each run's own numbers unchanged."""
+    g = tiny_chain(n=4)
+    alone = _run(g)
+    session = gx.Session(g)
+    with env.profile(tmp_path) as c:
+        results = [session.run(gx.default_feeds(g)) for _ in range(3)]
+    same = ("makespan_us", "host_time_us", "num_tasks")
+    assert all(r.trace == alone.trace and all(getattr(r.stats, k) == getattr(alone.stats, k) for k in same)
+               for r in results)   # each run on its own clock, from zero
+    clocks = [r.run.clock for r in results]
+    assert len({k[0] for k in clocks}) == 1 and [k[1] for k in clocks] == [0.0, clocks[0][2], 2 * clocks[0][2]]
+    doc = json.loads(next((c.path / msprof.OUTPUT).glob("msprof_*.json")).read_text())
+    starts = [r["start_us"] for r in doc["otherData"]["runs"]]
+    assert starts == [k[1] for k in clocks] and starts == sorted(set(starts))
+    marks = [e for e in doc["traceEvents"] if e.get("cat") == "step"]
+    assert [m["ts"] for m in marks] == starts and [m["dur"] for m in marks] == [k[2] for k in clocks]
+    kernels = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"),
+                     key=lambda e: e["ts"])
+    first, last = min(t.start_t for t in alone.run.tasks), max(t.end_t for t in alone.run.tasks)
+    for a, b in zip(kernels, kernels[1:]):   # the device idles while the host works between runs
+        gap = b["ts"] - (a["ts"] + a["dur"])
+        assert gap > 0 and gap == pytest.approx(clocks[0][2] - last + first)
