@@ -60,6 +60,10 @@ class DeviceError(GraphExecError):
     """A device profile or device option is wrong."""
 
 
+class CalibrationError(GraphExecError):
+    """A measurement table is malformed, or it cannot pin the parameters asked to be fitted."""
+
+
 class HcclError(GraphExecError):
     """A collective-communication error, with the HcclResult code and name.
 

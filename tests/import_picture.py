@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     {"cluster"},
     {"npu"},
     {"api"},
-    {"sweep"},
+    {"sweep", "calibrate"},
     {"__init__"},
     {"cli"},
     {"__main__"},

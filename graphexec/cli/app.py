@@ -17,6 +17,7 @@ import numpy as np
 import graphexec as gx
 from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
 from graphexec.cli import args as cli_args
+from graphexec.cli import calibrate as cli_calibrate
 from graphexec.cli import decode as cli_decode
 from graphexec.cli import devices as cli_devices
 from graphexec.cli import files as cli_files
@@ -341,6 +342,7 @@ def parser() -> argparse.ArgumentParser:
     cli_sweep.register(sub)
     cli_view.register(sub)
     cli_decode.register(sub)
+    cli_calibrate.register(sub)
     return p
 
 

@@ -16,7 +16,7 @@ from import_picture import LAYERS, LEVEL, PACKAGE, ROOT, edges, kinds_of, module
 from import_picture import upward as upward_edges
 
 DESIGN_ORDER = ["errors", "ir", "plan", "{kernels, runtime}", "{frontend, passes}", "acl", "hccl", "profiling",
-                "engine", "cluster", "npu", "api", "sweep", "cli"]
+                "engine", "cluster", "npu", "api", "{calibrate, sweep}", "cli"]
 
 
 def test_every_package_has_a_layer():

@@ -1,0 +1,139 @@
+"""graphexec calibrate: recovering a known profile from its own simulated times, the
+identifiability rule, the held-out split, the fitted YAML and its sources."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from graphexec.calibrate import Measurement, Target, calibrate, held_out, profile_yaml, read_models_csv
+from graphexec.calibrate.predict import simulated_us
+from graphexec.errors import CalibrationError
+from graphexec.runtime.profiles import load_profile
+
+ROOT = Path(__file__).resolve().parents[3]
+BLOCK = str(ROOT / "models" / "inception_block.onnx")
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 3)
+
+
+def _rows(profile, batches=BATCHES, device="ascend910"):
+    """Whole-model rows whose 'measured' times are what ``profile`` simulates."""
+    rows = []
+    for i, b in enumerate(batches):
+        m = Measurement("model", f"block bs{b}", 1.0, f"synthetic row {i + 2}", device=device, model=BLOCK,
+                        shapes=(("data", (b, 192, 28, 28)),))
+        rows.append(Measurement(**{**m.__dict__, "measured_us": simulated_us(m, profile)}))
+    return rows
+
+
+def _truth(**values):
+    return Target(load_profile("ascend910")).build(values)
+
+
+def test_a_fit_recovers_the_profile_that_made_the_measurements():
+    truth = _truth(**{"kernels.cube.efficiency.default": 0.55, "task_overhead_us": 3.5})
+    cal = calibrate(Target(load_profile("ascend910")), _rows(truth),
+                    {"kernels.cube.efficiency.default": None, "task_overhead_us": None})
+    assert cal.fitted["kernels.cube.efficiency.default"] == pytest.approx(0.55, rel=0.01)
+    assert cal.fitted["task_overhead_us"] == pytest.approx(3.5, rel=0.01)
+    s = cal.summary()["model"]
+    assert s["train"]["error_before"] > 1.05 and s["train"]["error_after"] < 1.001
+    assert s["held_out"]["rows"] == 1 and s["held_out"]["error_after"] < 1.001   # row 5 of 8 is held out
+
+
+def test_the_held_out_rows_are_every_fifth_of_each_kind_in_table_order():
+    ms = [Measurement(k, "", 1.0, "") for k in ["model"] * 6 + ["collective"] * 5 + ["model"] * 4]
+    flags = held_out(ms)
+    assert [i for i, f in enumerate(flags) if f] == [4, 10, 14]
+    assert not any(held_out(ms, 0))
+
+
+def test_too_few_rows_for_the_parameters_is_refused_naming_them():
+    rows = _rows(load_profile("ascend910"), batches=(1, 8, 32))
+    with pytest.raises(CalibrationError, match="3 training rows cannot pin 2 parameters.*task_overhead_us"):
+        calibrate(Target(load_profile("ascend910")), rows,
+                  {"kernels.cube.efficiency.default": None, "task_overhead_us": None})
+
+
+def test_a_parameter_no_row_depends_on_is_refused():
+    # graph mode launches nothing from the host per task: launch_cost_us moves no row
+    with pytest.raises(CalibrationError, match="no training row depends on launch_cost_us"):
+        calibrate(Target(load_profile("ascend910")), _rows(load_profile("ascend910")),
+                  {"launch_cost_us": None, "task_overhead_us": None})
+
+
+def test_parameters_that_move_the_rows_alike_are_refused_as_inseparable():
+    # one large-batch convolution block is compute-bound: cube efficiency and the cube peak scale it alike
+    rows = _rows(load_profile("ascend910"), batches=(64,) * 7)
+    with pytest.raises(CalibrationError, match="cannot tell apart .*efficiency.default.*peak_tflops.cube.float16"):
+        calibrate(Target(load_profile("ascend910")), rows,
+                  {"kernels.cube.efficiency.default": None, "peak_tflops.cube.float16": None})
+
+
+def test_the_written_profile_loads_back_and_names_its_rows(tmp_path):
+    truth = _truth(**{"kernels.cube.efficiency.default": 0.6})
+    cal = calibrate(Target(load_profile("ascend910")), _rows(truth), {"kernels.cube.efficiency.default": None},
+                    name="ascend910-fitted")
+    path = tmp_path / "fitted.yaml"
+    path.write_text(profile_yaml(cal, load_profile("ascend910")))
+    back = load_profile(str(path))
+    assert back.name == "ascend910-fitted"
+    assert back.kernels.cube.efficiency["default"] == pytest.approx(0.6, rel=0.01)
+    src = yaml.safe_load(path.read_text())["sources"]["kernels.cube.efficiency.default"]
+    assert src.startswith("fitted: synthetic rows 2,3,4,5,7,8,9 (7 rows") and "held out synthetic rows 6" in src
+    assert back.task_overhead_us == load_profile("ascend910").task_overhead_us   # the rest untouched
+
+
+def test_a_per_dtype_entry_not_in_the_profile_starts_from_default():
+    t = Target(load_profile("ascend910"))
+    p = t.param("kernels.cube.efficiency.float32")
+    assert p.start == t.value("kernels.cube.efficiency.default") and p.upper == 1.0
+    assert t.build({"kernels.cube.efficiency.float32": 0.5}).kernels.cube.efficiency["float32"] == 0.5
+
+
+def test_a_path_the_profile_lacks_is_one_line():
+    with pytest.raises(CalibrationError, match="no number at 'kernels.cube.nothing'"):
+        Target(load_profile("ascend910")).param("kernels.cube.nothing")
+
+
+def test_rows_of_other_devices_are_ignored_and_none_left_is_an_error():
+    rows = _rows(load_profile("ascend910"), device="ascend310p")
+    with pytest.raises(CalibrationError, match="no measurement row was taken on 'ascend910'"):
+        calibrate(Target(load_profile("ascend910")), rows, {"task_overhead_us": None})
+
+
+def test_the_models_csv_reads_throughput_and_time_rows(tmp_path):
+    csv = tmp_path / "rows.csv"
+    csv.write_text("configuration,model,shapes,device,streams,measured,unit,source\n"
+                   "a,inception_block.onnx,data=8x192x28x28,ascend910,2,1000,fps,paper\n"
+                   f"b,{BLOCK},data=1x192x28x28,Ascend910,auto,0.05,ms,\n")
+    a, b = read_models_csv(csv, ROOT / "models")
+    assert a.measured_us == pytest.approx(8 / 1000 * 1e6) and a.streams == 2 and a.model == BLOCK
+    assert b.measured_us == pytest.approx(50.0) and b.streams == "auto" and b.device == "ascend910"
+    assert math.isclose(simulated_us(a, load_profile("ascend910")), simulated_us(a, load_profile("ascend910")))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("a,m.onnx,data=1x3,ascend910,1,fast,fps,", "row 2: field 'measured': 'fast' is not a number"),
+    ("a,m.onnx,data=1x3,ascend910,1,-3,us,", "row 2: field 'measured': '-3' must be a positive number"),
+    ("a,m.onnx,data:1x3,ascend910,1,3,us,", "row 2: field 'shapes': 'data:1x3' is not NAME=D1xD2"),
+    ("a,m.onnx,data=1x3,ascend910,1,3,hours,", "row 2: field 'unit': 'hours' is not one of"),
+    ("a,,data=1x3,ascend910,1,3,us,", "row 2: field 'model' is empty"),
+    ("a,m.onnx,data=1x3,ascend910,0,3,us,", "row 2: field 'streams': '0' is not an int"),
+])
+def test_a_malformed_row_is_one_line_naming_row_and_field(tmp_path, line, message):
+    csv = tmp_path / "rows.csv"
+    csv.write_text("configuration,model,shapes,device,streams,measured,unit,source\n" + line + "\n")
+    with pytest.raises(CalibrationError, match=message.replace("(", r"\(")) as e:
+        read_models_csv(csv)
+    assert "\n" not in str(e.value) and str(csv) in str(e.value)
+
+
+def test_a_csv_without_the_needed_columns_names_them(tmp_path):
+    csv = tmp_path / "rows.csv"
+    csv.write_text("kind,configuration,measured,unit,source\nx,y,1,fps,z\n")
+    with pytest.raises(CalibrationError, match="no column 'model', 'shapes', 'device'"):
+        read_models_csv(csv)
