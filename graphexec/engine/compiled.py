@@ -37,6 +37,7 @@ from graphexec.passes.size_check import SizeCheck
 from graphexec.passes.stream_assignment import StreamAssignment
 from graphexec.passes.thread_plan import ThreadPlanning
 from graphexec.plan import Bounds, CompileOptions, MemoryPlan, Plan, Schedule, TaskGraph, TaskKind, ThreadPlan
+from graphexec.profiling.actions import RECOMPILE
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime import sim_core
 from graphexec.runtime.device import Device
@@ -84,6 +85,10 @@ def _clone(graph: Graph) -> Graph:
     g.values = {k: Value(v.name, v.type, v.const) for k, v in graph.values.items()}
     g.meta = dict(graph.meta)
     return g
+
+
+# the diagnosis' actions compile a plan's graph again with other options (``profiling/actions.py``)
+RECOMPILE.append(lambda graph, options, profile: compile(clone_graph(graph), options, profile))
 
 
 class Compiled:

@@ -1,5 +1,9 @@
 """Counterfactuals: what removing each cause of a slow run would buy, measured.
 
+These say what bounds a run; most change the device, not a setting (twice the bandwidth,
+no per-task overhead), so they are explanations, not advice: the advice is
+``actions.py``'s, settings the user can change, each measured the same way.
+
 graphexec owns the simulator, so a cause is not guessed from ratios: the run's own
 tasks are simulated again, timing only, on a device from which that one cause has been
 taken away, and the cause's ``gain`` is the speedup that buys over the run as it was:

@@ -139,8 +139,20 @@ def diagnosis_lines(diagnosis: Any, width: int = 100) -> list[str]:
                                subsequent_indent="      ")
     others = [f"{c.reason} {c.gain:.2f}x" for c in getattr(diagnosis, "causes", [])[1:]]
     if others:
-        lines += textwrap.wrap("other causes (speedup if removed): " + ", ".join(others), width,
+        lines += textwrap.wrap("other bounds (speedup if the device removed them): " + ", ".join(others), width,
                                initial_indent="    ", subsequent_indent="      ")
+    return lines + action_lines(getattr(diagnosis, "actions", []), width)
+
+
+def action_lines(actions: Sequence[Any], width: int = 100) -> list[str]:
+    """The settings that buy the most, each with its measured gain and the flag that applies it."""
+    if not actions:
+        return ["  actions: none measured buys 5% or more (or it is already in effect)"]
+    lines = ["  actions (measured by re-simulation, best first):"]
+    for a in actions:
+        text = f"{a.name} {a.gain:.2f}x ({a.makespan_us:,.1f} us): {a.flag}, or Session({a.option})"
+        lines += textwrap.wrap(text + (f"; {a.caveat}" if a.caveat else ""), width, initial_indent="    ",
+                               subsequent_indent="      ")
     return lines
 
 

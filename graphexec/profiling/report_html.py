@@ -4,9 +4,9 @@ The article opens its profile with ``msprof --view`` and reads the key metrics f
 cube and vector utilization against peak, HBM bandwidth utilization, task-queue depth.
 The report shows those (as numbers and over time), the Gantt of streams and devices with
 their events, the op table (sortable: a few lines of inline script), the idle-time
-breakdown per stream, and the diagnosis with its causes ranked by measured gain. Charts
-are matplotlib SVG written into the page: no JavaScript library, no network, and text in
-the charts stays text.
+breakdown per stream, the actions ranked by measured gain (each with its flag and Session
+option) and the diagnosis of what bounds the run. Charts are matplotlib SVG written into
+the page: no JavaScript library, no network, and text in the charts stays text.
 """
 
 from __future__ import annotations
@@ -82,7 +82,20 @@ def _diagnosis(d: dict[str, Any] | None) -> str:
     ops = ", ".join(f"{o['name']} ({o['op']}, {o['us']:,.1f} us)" for o in d.get("ops", []))
     return (f'<p id="diagnosis-reason"><b>{_e(d["reason"])}</b>: {_e(d["message"])}</p>'
             + (f"<p>ops that matter: {_e(ops)}</p>" if ops else "")
-            + _table(["rank", "cause", "gain", "what removing it buys"], rows, "causes", first=True))
+            + _table(["rank", "bound", "gain", "what bounds the run, and what removing it would buy"], rows,
+                     "causes", first=True))
+
+
+def _actions(d: dict[str, Any] | None) -> str:
+    """The settings to change, best first, each with its measured gain, flag and Session option."""
+    if not d or "actions" not in d:
+        return "<p>no actions in this profile (a timeline written by an older graphexec)</p>"
+    if not d["actions"]:
+        return '<p id="actions-none">no setting measured buys 5% or more (or it is already in effect)</p>'
+    rows = [[a["name"], f"{a['gain']:.2f}x", f"{a['makespan_us']:,.3f}", a["flag"], a["option"], a["caveat"]]
+            for a in d["actions"]]
+    return _table(["action", "gain", "makespan with it (us)", "command line", "Session option", "note"], rows,
+                  "actions", first=True)
 
 
 def _idle(d: dict[str, Any] | None) -> str:
@@ -136,7 +149,8 @@ def render(view: View) -> str:
              charts.utilization(view.cores(), view.hbm(), peak, end),
              "<h2>Task-queue depth</h2>", charts.queue_depth(view.queue(), peak.get("queue_depth"), end),
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),
-             "<h2>Diagnosis: causes ranked by measured gain</h2>", _diagnosis(view.diagnosis),
+             "<h2>Actions: settings ranked by measured gain</h2>", _actions(view.diagnosis),
+             "<h2>Diagnosis: what bounds the run</h2>", _diagnosis(view.diagnosis),
              "<h2>Idle time per stream</h2>", _idle(view.diagnosis),
              "<h2>Launches and queues</h2>", _launches(view.diagnosis),
              f"<h2>Operators ({len(view.rows)})</h2><p>click a column to sort</p>", _ops(view.rows), _runs(view.runs)]

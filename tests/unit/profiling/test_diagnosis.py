@@ -133,9 +133,10 @@ def test_diagnosis_is_computed_once_and_serializes():
     _, r = _run(tiny_chain(n=10))
     assert r.diagnosis is r.diagnosis
     doc = json.loads(json.dumps(r.diagnosis.to_dict()))
-    assert {"reason", "message", "ops", "numbers", "what_if_speedup", "what_if_streams", "causes"} <= set(doc)
+    assert {"reason", "message", "ops", "numbers", "what_if_speedup", "what_if_streams", "causes",
+            "actions"} <= set(doc)
     assert doc["causes"][0]["reason"] == doc["reason"] and set(doc["causes"][0]) == {
-        "reason", "gain", "message", "ops", "numbers"}
+        "reason", "gain", "message", "ops", "numbers", "fields"}
 
 
 def test_diagnosis_is_deterministic():

@@ -1,0 +1,128 @@
+"""The diagnosis advises actions: settings the user has, each with the gain two real
+``simulate`` runs measure (with and without it), none already in effect; the causes name
+the profile fields (value and ``sources:`` line) their bounds rest on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from profiling_graphs import tiny_chain, wide_reductions
+
+import graphexec as gx
+from graphexec.profiling.actions import NEGLIGIBLE
+
+MODEL = Path(__file__).resolve().parents[3] / "models" / "inception_block.onnx"   # float32 Conv+Relu x6, MaxPool
+
+
+def _span(graph, **kw) -> float:
+    return gx.Session(graph, **kw).simulate().stats.makespan_us
+
+
+def _actions(graph, **kw):
+    d = gx.Session(graph, **kw).simulate().diagnosis
+    return {a.name: a for a in d.actions}, d
+
+
+def test_fusion_off_gets_turn_fusion_on_with_the_gain_of_the_two_runs():
+    g = gx.load(MODEL)
+    acts, d = _actions(g, fusion=False)
+    off, on = _span(g, fusion=False), _span(g, fusion=True)
+    fusion = acts["fusion"]
+    assert fusion.gain == pytest.approx(off / on, rel=1e-9) and fusion.gain > 1.5   # 13 kernels -> 7
+    assert fusion.makespan_us == pytest.approx(on, rel=1e-9)
+    assert (fusion.flag, fusion.option) == ("--fusion on", "fusion=True")
+    assert d.numbers["action_fusion_gain"] == fusion.gain
+
+
+def test_fusion_already_on_is_neither_measured_nor_advised():
+    acts, d = _actions(gx.load(MODEL))
+    assert "fusion" not in acts and "action_fusion_us" not in d.numbers
+
+
+def test_rules_switched_off_get_the_switch_file_dropped(tmp_path):
+    switch = tmp_path / "switch.cfg"
+    switch.write_text("ConvElemwiseUbFusion:off\n")
+    g = gx.load(MODEL)
+    acts, _ = _actions(g, fusion_switch_file=str(switch))
+    fusion = acts["fusion"]
+    assert "--fusion-switch-file" in fusion.flag and "ConvElemwiseUbFusion" in fusion.flag
+    assert fusion.option == "fusion_switch_file=None"
+    assert fusion.gain == pytest.approx(_span(g, fusion_switch_file=str(switch)) / _span(g), rel=1e-9)
+
+
+def test_a_float32_model_kept_in_float32_on_the_910_gets_the_precision_advice():
+    """The 910's cube has no float32 path: must_keep_origin_dtype runs the Convs on the AI CPU."""
+    g = gx.load(MODEL)
+    acts, _ = _actions(g, precision_mode="must_keep_origin_dtype")
+    p = acts["precision"]
+    mode = p.flag.split()[-1]
+    assert p.flag == f"--precision-mode {mode}" and p.option == f'precision_mode="{mode}"'
+    assert p.gain == pytest.approx(_span(g, precision_mode="must_keep_origin_dtype") / _span(g, precision_mode=mode),
+                                   rel=1e-9)
+    assert p.gain > 100 and "accuracy cost is not measured" in p.caveat and "--precision-numerics device" in p.caveat
+
+
+def test_no_precision_advice_under_force_fp16_or_off_ascend():
+    g = gx.load(MODEL)
+    assert "precision" not in _actions(g)[0]                          # the 910's default, force_fp16
+    assert "precision" not in _actions(g, device="nvidia-v100")[0]    # ATC's modes are Ascend's
+
+
+@pytest.mark.parametrize("mode", ["allow_fp32_to_fp16", "allow_mix_precision", "must_keep_origin_dtype"])
+def test_force_fp16_is_never_slower_than_the_modes_it_is_not_compared_with(mode):
+    """Why a force_fp16 run is not re-simulated in the other modes: every float op is at 16 bits."""
+    g = gx.load(MODEL)
+    assert _span(g) <= _span(g, precision_mode=mode)
+
+
+def test_a_chain_gets_no_streams_advice_and_a_wide_graph_gets_the_measured_one():
+    assert "streams" not in _actions(tiny_chain(n=20))[0]
+    g = wide_reductions()
+    acts, _ = _actions(g)
+    s = acts["streams"]
+    n, policy = int(s.flag.split()[1]), s.flag.split()[-1]
+    assert s.option == f'streams={n}, policy="{policy}"'
+    assert s.gain == pytest.approx(_span(g) / _span(g, streams=n, policy=policy), rel=1e-6)
+    assert "streams" not in _actions(g, streams=n, policy=policy)[0]   # already in effect
+
+
+def test_host_launch_gets_graph_mode_and_graph_mode_does_not():
+    g = tiny_chain(n=30)
+    acts, _ = _actions(g, launch="host")
+    gm = acts["graph_mode"]
+    assert (gm.flag, gm.option) == ("--launch graph", 'launch="graph"')
+    assert gm.gain == pytest.approx(_span(g, launch="host") / _span(g, launch="graph"), rel=1e-9)
+    assert "graph_mode" not in _actions(g)[0]
+
+
+def test_actions_are_best_first_and_each_buys_at_least_five_percent():
+    acts = gx.Session(gx.load(MODEL), fusion=False, precision_mode="must_keep_origin_dtype").simulate() \
+        .diagnosis.actions
+    assert [a.gain for a in acts] == sorted((a.gain for a in acts), reverse=True)
+    assert all(a.gain >= NEGLIGIBLE for a in acts) and {"precision", "streams"} <= {a.name for a in acts}
+
+
+def test_causes_name_the_profile_fields_with_their_sources():
+    session = gx.Session(gx.load(MODEL))
+    d = session.simulate().diagnosis
+    by = {c.reason: c for c in d.causes}
+    sources = session.profile.sources
+    expect = {"dispatch": "task_overhead_us", "launch": "launch_cost_us", "memory": "hbm_bandwidth_gbps",
+              "host": "queue_depth", "dependency": "ai_cores"}
+    for reason, name in expect.items():
+        f = next(f for f in by[reason].fields if f["field"] == name)
+        assert f["value"] == getattr(session.profile, name) and f["source"] == sources[name]
+        assert f"{name} = " in by[reason].message
+    compute = [f["field"] for f in by["compute"].fields]
+    assert compute[0].startswith("peak_tflops.") and compute[1].startswith("kernels.")
+
+
+def test_ideals_are_explanations_not_advice():
+    """Twice the bandwidth or no overhead is the device's: no cause tells the user to change it."""
+    d = gx.Session(gx.load(MODEL), fusion=False).simulate().diagnosis
+    for c in d.causes:
+        assert "not a setting" in c.message or c.reason in ("dependency", "launch", "host")
+        assert "Use deeper queues" not in c.message and "faster device" not in c.message
+    dispatch = next(c for c in d.causes if c.reason == "dispatch")
+    assert "What you can do: " in dispatch.message and "(--fusion on)" in dispatch.message
