@@ -354,13 +354,13 @@ class Device:
 
     def synchronize_stream(self, stream: Stream) -> None:
         self._block(lambda: stream.pending == 0, f"stream {stream.id} of device {self.id}")
-        self.host_t = max(self.host_t, self.sim.now)
+        self.host_t = max(self.host_t, self.sim.now + (self.profile.sync_return_us or 0.0))
         if self.checker is not None:
             self.checker.sync_stream(stream)
 
     def synchronize_device(self) -> None:
         self._block(self.sim.idle, f"device {self.id}")
-        self.host_t = max(self.host_t, self.sim.now)
+        self.host_t = max(self.host_t, self.sim.now + (self.profile.sync_return_us or 0.0))
         if self.checker is not None:
             self.checker.sync_device([s for s in self.sim.streams if not s.destroyed])
 
@@ -370,7 +370,7 @@ class Device:
         if task is None:
             return
         self._block(lambda: task.end_t is not None, f"event {event.id} of device {self.id}")
-        self.host_t = max(self.host_t, task.end_t)
+        self.host_t = max(self.host_t, task.end_t + (self.profile.sync_return_us or 0.0))
         if self.checker is not None:
             self.checker.sync_record(task)
 

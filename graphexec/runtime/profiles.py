@@ -100,6 +100,9 @@ class DeviceProfile(BaseModel):
     hbm_bandwidth_gbps: Positive = Field(description="GB/s, shared by running tasks.")
     task_overhead_us: Positive = Field(description="Fixed device-side time per task.")
     launch_cost_us: Positive = Field(description="Host time to launch one task.")
+    sync_return_us: NonNegative | None = Field(
+        None, description="Host time from the device (or the stream, event) finishing to a synchronize call "
+                          "returning, before the host can launch again; none: 0 (it returns at once).")
     queue_depth: Count = Field(description="Command-queue depth per stream.")
     max_streams: Count
     max_events: Count

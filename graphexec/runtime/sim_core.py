@@ -213,8 +213,9 @@ def run_graph(dev: Device, streams: Sequence[Stream], events: Mapping[int, Event
     for ev, i in tasks.last_record.items():
         events[ev].record_task = made[i]
     dev._launches += _simcore.tuples(HostLaunch, (made, start, end), (True, False, False), tasks.n)
-    if sim.now > dev._host_t:   # ``synchronize_device``
-        dev._host_t = sim.now
+    woken = sim.now + (dev.profile.sync_return_us or 0.0)   # ``synchronize_device``, the host waking
+    if woken > dev._host_t:
+        dev._host_t = woken
     return steps
 
 
