@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from graphexec.ir import Graph
+from graphexec.passes.fusion_switch import GRAPH_RULES, UB_RULES
 from graphexec.passes.precision import chip_of, resolve
 from graphexec.plan import CompileOptions, Plan, TaskKind
 from graphexec.runtime.launch import simulate_makespan
@@ -72,20 +73,36 @@ def _action(name: str, base: float, span: float, flag: str, option: str, what: s
     return Action(name, g, span, flag, option, msg + (f"; {caveat}" if caveat else ""), caveat)
 
 
+def _groups_off(off: frozenset[str]) -> dict[str, list[str]]:
+    """The implemented rules a switch file turns off, by ATC's group (GraphFusion, UBFusion)."""
+    groups = {"GraphFusion": sorted(off & set(GRAPH_RULES)), "UBFusion": sorted(off & set(UB_RULES))}
+    return {g: rules for g, rules in groups.items() if rules}
+
+
 def fusion(plan: Plan, base: float) -> Action | None:
-    """Every fusion rule on, where fusion applies and some rule is off."""
+    """Every fusion rule on, where fusion applies and some rule graphexec implements is off;
+    with rules off in both groups, each group's rules turned on alone are measured too."""
     o = plan.options
-    if not o.graph_mode or o.policy == "manual" or "schedule" in plan.graph.meta or (o.fusion and not o.fusion_off):
+    groups = _groups_off(o.fusion_off)
+    if not o.graph_mode or o.policy == "manual" or "schedule" in plan.graph.meta or (o.fusion and not groups):
         return None
     p = recompiled(plan, fusion=True, fusion_off=frozenset())
     if p is None:
         return None
-    off = ", ".join(sorted(o.fusion_off))
-    flag = "--fusion on" if not o.fusion else f"run without --fusion-switch-file (it turns off {off})"
-    option = "fusion=True" if not o.fusion else "fusion_switch_file=None"
-    if not o.fusion and o.fusion_off:
-        flag, option = "--fusion on, without --fusion-switch-file", "fusion=True, fusion_switch_file=None"
-    return _action("fusion", base, timed(p), flag, option, "turn graph fusion on (every GE rule)")
+    what = "turn graph fusion on (every GE rule)"
+    if not o.fusion:
+        flag, option = "--fusion on", "fusion=True"
+        if o.fusion_off:
+            flag, option = "--fusion on, without --fusion-switch-file", "fusion=True, fusion_switch_file=None"
+    else:
+        off = ", ".join(r for rules in groups.values() for r in rules)
+        flag, option = f"run without --fusion-switch-file (it turns off {off})", "fusion_switch_file=None"
+        what = f"turn the switched-off fusion rules on ({off})"
+        if len(groups) > 1:
+            alone = {g: recompiled(plan, fusion_off=o.fusion_off - set(rules)) for g, rules in groups.items()}
+            what += "; by group, " + ", ".join(f"{g} rules alone {base / timed(q):.2f}x"
+                                                for g, q in alone.items() if q is not None)
+    return _action("fusion", base, timed(p), flag, option, what)
 
 
 def _floats(plan: Plan) -> bool:

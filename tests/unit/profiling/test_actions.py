@@ -126,3 +126,23 @@ def test_ideals_are_explanations_not_advice():
         assert "Use deeper queues" not in c.message and "faster device" not in c.message
     dispatch = next(c for c in d.causes if c.reason == "dispatch")
     assert "What you can do: " in dispatch.message and "(--fusion on)" in dispatch.message
+
+
+def test_rules_off_in_both_groups_are_measured_per_group_too(tmp_path):
+    both, ub, graph_only = (tmp_path / f for f in ("both.cfg", "ub.cfg", "graph.cfg"))
+    both.write_text("ConvElemwiseUbFusion:off\nConvBatchnormFusionPass:off\nNoSuchGeRule:off\n")
+    ub.write_text("ConvElemwiseUbFusion:off\n")
+    graph_only.write_text("ConvBatchnormFusionPass:off\n")
+    g = gx.load(MODEL)
+    fusion = _actions(g, fusion_switch_file=str(both))[0]["fusion"]
+    assert "NoSuchGeRule" not in fusion.flag   # a name graphexec does not implement changes nothing
+    base = _span(g, fusion_switch_file=str(both))
+    # UB rules alone on = only the graph rule still off, and the other way round
+    assert f"UBFusion rules alone {base / _span(g, fusion_switch_file=str(graph_only)):.2f}x" in fusion.message
+    assert f"GraphFusion rules alone {base / _span(g, fusion_switch_file=str(ub)):.2f}x" in fusion.message
+
+
+def test_a_switch_file_of_rules_graphexec_lacks_gets_no_fusion_advice(tmp_path):
+    switch = tmp_path / "switch.cfg"
+    switch.write_text("NoSuchGeRule:off\n")
+    assert "fusion" not in _actions(gx.load(MODEL), fusion_switch_file=str(switch))[0]
