@@ -8,8 +8,8 @@ over the past and the new keys (concatenated on the sequence axis) with a causal
 offset by P (Trilu), residual, pre-LayerNorm MLP (Gelu, tanh form), residual. Weights
 are random (seed 0), as a randomly initialised network's; no tokenizer is involved.
 
-This machine has no PyTorch, so the graph is written with onnx.helper rather than
-exported by torch.onnx; its operators and shapes are an exported GPT-2 block's.
+The graph is written with onnx.helper (``export_decoder.py`` makes the same architecture
+with a real exporter, torch.onnx from transformers' GPT-2: ``gpt2_decoder.onnx``).
 
 Run ``python models/make_decoder.py``; the .onnx file is committed beside it.
 """

@@ -1,5 +1,7 @@
-"""A decode loop with the KV cache on the device (models/tiny_decoder.onnx, a 2-layer
-GPT-2-style decoder with past key values, made by models/make_decoder.py)."""
+"""A decode loop with the KV cache on the device, on two 2-layer GPT-2 decoders with past
+key values: models/tiny_decoder.onnx (written with onnx.helper by models/make_decoder.py)
+and models/gpt2_decoder.onnx (transformers' GPT2LMHeadModel, random weights, exported by
+torch.onnx: models/export_decoder.py). Both have 2 heads of 8 and a vocabulary of 64."""
 
 from __future__ import annotations
 
@@ -16,19 +18,25 @@ from graphexec.profiling import env, msprof
 from graphexec.runtime.device import Device
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "models" / "tiny_decoder.onnx"
+MODELS = [ROOT / "models" / "tiny_decoder.onnx", ROOT / "models" / "gpt2_decoder.onnx"]
+MODEL = MODELS[0]
 PROMPT, STEPS = [5, 17, 42, 8, 3], 16
 
 
+@pytest.fixture(scope="module", params=MODELS, ids=lambda p: p.stem)
+def model(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def graph():
-    return gx.load(MODEL)
+def graph(model):
+    return gx.load(model)
 
 
-def _ort_loop(prompt: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
+def _ort_loop(model: Path, prompt: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
     """The same loop run from the host with onnxruntime: every past fed from host memory."""
     ort = pytest.importorskip("onnxruntime")
-    s = ort.InferenceSession(str(MODEL))
+    s = ort.InferenceSession(str(model))
     names = [o.name for o in s.get_outputs()]
     cache = {f"past_key_values.{i}.{w}": np.zeros((1, 2, 0, 8), np.float32) for i in range(2) for w in ("key", "value")}
     ids, start, tokens, logits = list(prompt), 0, [], []
@@ -44,9 +52,10 @@ def _ort_loop(prompt: list[int], steps: int) -> tuple[list[int], list[np.ndarray
     return tokens, logits
 
 
-def test_a_decode_loop_equals_onnxruntime_step_by_step(graph):
+def test_a_decode_loop_equals_onnxruntime_step_by_step(model, graph):
     run = gx.Session(graph).decode(PROMPT, STEPS)
-    tokens, logits = _ort_loop(PROMPT, STEPS)
+    tokens, logits = _ort_loop(model, PROMPT, STEPS)
+    assert len(set(tokens)) > 1   # tokens that differ: each step's input depends on the cache
     assert len(run.steps) == STEPS + 1 and run.tokens == tokens
     for ours, theirs in zip(run.steps, logits):
         np.testing.assert_allclose(ours.outputs["logits"], theirs, rtol=1e-4, atol=1e-5)
@@ -123,10 +132,10 @@ def test_decode_needs_a_decoder_with_its_cache():
         gx.Session(g).decode([1], 2)
 
 
-def test_the_command_line_decodes_a_users_model(graph, tmp_path, capsys):
+def test_the_command_line_decodes_a_users_model(model, graph, tmp_path, capsys):
     from graphexec.cli import main
 
-    assert main(["decode", str(MODEL), "--prompt", ",".join(map(str, PROMPT)), "--steps", "3", "--json",
+    assert main(["decode", str(model), "--prompt", ",".join(map(str, PROMPT)), "--steps", "3", "--json",
                  "--profile", str(tmp_path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["tokens"] == gx.Session(graph).decode(PROMPT, 3).tokens and doc["per_token_us"] > 0
@@ -162,3 +171,19 @@ def test_decode_steps_follow_one_another_on_the_devices_clock(graph):
         assert starts[k + 1] - starts[k] >= run.steps[k].stats.host_time_us   # and the next plan's load
         assert 0 < gap < starts[k + 1] - starts[k]
     assert run.to_dict()["gaps_us"] == gaps
+
+
+@pytest.mark.slow
+def test_the_export_script_makes_the_committed_gpt2(tmp_path):
+    """models/export_decoder.py, where torch and transformers are installed (never in CI's
+    test extras: the committed file is what the other tests run), makes the same decoder."""
+    for name in ("torch", "transformers", "onnxscript"):
+        pytest.importorskip(name)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_decoder", ROOT / "models" / "export_decoder.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    made = gx.Session(gx.load(script.export(tmp_path / "gpt2.onnx"))).decode(PROMPT, 4)
+    assert made.tokens == gx.Session(gx.load(MODELS[1])).decode(PROMPT, 4).tokens
