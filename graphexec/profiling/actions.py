@@ -12,7 +12,10 @@ several cards the plan is card 0's, as the rest of the diagnosis is.
 - precision: ATC's faster ``precision_mode`` values on an Ascend chip for a model with
   float32 or bfloat16 kernels; the accuracy cost is not a time, so it is not measured
   (``--precision-numerics device`` computes what the mode would). Not tried under
-  force_fp16: every float op is already at 16 bits, the narrowest ATC offers;
+  force_fp16, ATC's speed-first mode (every float op at 16 bits): over the nine light onnx
+  models, the tiny decoder and the inception block on 910, 310P and 910B no other mode
+  timed faster by 5% (the most, 1.01x: tiny MatMuls priced on the AI CPU), so a default
+  run compiles nothing again;
 - streams: the best stream count and policy (``causes.best_streams``);
 - graph mode: the task list loaded with the model (``--launch graph``) for a host-launched run.
 
