@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import replace
+from os import PathLike
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -29,11 +30,12 @@ from graphexec.engine.result import Result
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
+from graphexec.frontend.measured import load_measured
 from graphexec.frontend.options import check_session_options
 from graphexec.ir import Graph
 from graphexec.passes.fusion_switch import read_switch_file
 from graphexec.passes.precision import NUMERICS, resolve
-from graphexec.plan import CompileOptions, MemoryPlan
+from graphexec.plan import CompileOptions, MeasuredTimes, MemoryPlan
 from graphexec.runtime.profiles import DeviceProfile, load_profile
 
 _KEEP_NONE: frozenset[str] = frozenset()
@@ -77,6 +79,9 @@ class Session:
             None: the chip's default (force_fp16 on Ascend chips).
         precision_numerics: "model" (outputs as the ONNX model defines them) or "device" (as the
             mode computes them: lower-precision operands, so its accuracy cost shows).
+        measured: an msprof op_summary CSV (or its PROF_ folder), a Chrome/Kineto kernel trace,
+            or ``MeasuredTimes``: the ops it measured take their measured durations instead of
+            the cost model's (``passes/measured.py``), so what-ifs start from a real run.
     """
 
     def __init__(self, graph: Graph | Any, streams: int | str | None = None,
@@ -85,7 +90,8 @@ class Session:
                  launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
                  microbatches: int = 1, system: str | None = None, compute: bool = True,
                  max_plans: int | None = None, fusion: bool = True, fusion_switch_file: str | None = None,
-                 precision_mode: str | None = None, precision_numerics: str = "model") -> None:
+                 precision_mode: str | None = None, precision_numerics: str = "model",
+                 measured: str | MeasuredTimes | None = None) -> None:
         check_session_options(policy=policy, fold=fold, check_hazards=check_hazards, memory_reuse=memory_reuse,
                               device=device)   # the YAML options' rules, one path (streams: _check_streams)
         if memory not in ("reuse", "none", "joint"):
@@ -108,7 +114,9 @@ class Session:
                                       memory if memory_reuse else "none", fold, check_hazards, launch, self.threads,
                                       fusion=bool(fusion), fusion_off=_switches(fusion_switch_file),
                                       precision_mode=resolve(precision_mode, self.profile),
-                                      precision_numerics=_numerics(precision_numerics))
+                                      precision_numerics=_numerics(precision_numerics),
+                                      measured=load_measured(measured) if isinstance(measured, (str, PathLike))
+                                      else measured)
         self.plans = LoadedPlans(self.profile, self.options, _check_max_plans(max_plans))   # one device, LRU
         self._seen: dict[tuple[Any, ...], Compiled] = {}   # ``feeds_key`` of feeds checked before -> their plan
         self._last: Compiled | None = None

@@ -63,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          launch=args.launch, threads=args.threads, devices=args.devices, parallel=args.parallel,
                          microbatches=args.microbatches, system=args.system, compute=not args.timing_only,
                          fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
-                         precision_mode=args.precision_mode, precision_numerics=args.precision_numerics)
+                         precision_mode=args.precision_mode, precision_numerics=args.precision_numerics,
+                         measured=args.measured)
     if args.timing_only and args.save:
         raise UsageError("--save: a --timing-only run computes no outputs to save")
     feeds = _feeds_for(graph, args, session.profile)
@@ -87,6 +88,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
     else:
         _print_summary(args.model, session, result)
+        if args.measured and session.multi is None:
+            from graphexec.passes.measured import coverage
+
+            plan, measured = session.compiled.plan, session.options.measured
+            assert measured is not None
+            found, kernels = coverage(plan.graph, plan.tasks, measured)
+            print(f"  measured: {found} of {kernels} kernels timed from {measured.source}, the rest by the cost model")
         if args.profile:
             print(f"  profile written to {args.profile}/ (timeline.json, op_summary.csv, op_statistic.csv)")
     return 0
@@ -95,14 +103,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _compile_flags(args: argparse.Namespace) -> dict[str, Any]:
     """--fusion, --fusion-switch-file, --precision-mode, --precision-numerics as Session's keywords."""
     return {"fusion": args.fusion == "on", "fusion_switch_file": args.fusion_switch_file,
-            "precision_mode": args.precision_mode, "precision_numerics": args.precision_numerics}
+            "precision_mode": args.precision_mode, "precision_numerics": args.precision_numerics,
+            "measured": args.measured}
 
 
 def _one_card_flags(args: argparse.Namespace) -> None:
     """compare and plan across cards take no fusion or precision flag yet: one line, not a silent default."""
-    if args.fusion == "off" or args.fusion_switch_file or args.precision_mode or args.precision_numerics != "model":
-        raise UsageError("--fusion, --fusion-switch-file and --precision-* are not taken with --devices here yet "
-                         "(graphexec run --devices N takes them)")
+    if args.fusion == "off" or args.fusion_switch_file or args.precision_mode or args.precision_numerics != "model" \
+            or args.measured:
+        raise UsageError("--fusion, --fusion-switch-file, --precision-* and --measured are not taken with --devices "
+                         "here yet (graphexec run --devices N takes them)")
 
 
 def _describe(v: Any) -> dict[str, Any]:
@@ -183,7 +193,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
     session = gx.Session(graph, streams=cli_args.streams(args.streams), device=args.device, policy=args.policy,
                          fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
-                         precision_mode=args.precision_mode, precision_numerics=args.precision_numerics)
+                         precision_mode=args.precision_mode, precision_numerics=args.precision_numerics,
+                         measured=args.measured)
     compiled = session.compile(_feeds_for(graph, args, session.profile))
     print(schedule_text(compiled, args.limit))
     print(memory_text(compiled.memory_plan, args.limit))
@@ -281,6 +292,9 @@ def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
                    help="ATC precision mode the kernels are timed in (default: the chip's, force_fp16 on Ascend)")
     p.add_argument("--precision-numerics", choices=["model", "device"], default="model",
                    help="compute outputs as the model defines them (default) or as the precision mode would")
+    p.add_argument("--measured", metavar="OP_SUMMARY.csv|TRACE.json",
+                   help="measured op durations (an msprof op_summary, its PROF_ folder, a Kineto/Perfetto kernel "
+                        "trace) that time the ops they match instead of the cost model")
     p.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print JSON")

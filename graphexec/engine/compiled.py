@@ -30,6 +30,7 @@ from graphexec.passes.host_fusion import HostFusion
 from graphexec.passes.l2_reuse import L2Reuse
 from graphexec.passes.lowering import Lowering
 from graphexec.passes.makespan_bounds import MakespanBounds
+from graphexec.passes.measured import MeasuredDurations
 from graphexec.passes.memory_planning import MemoryPlanning
 from graphexec.passes.precision import Precision
 from graphexec.passes.shape_inference import ShapeInference
@@ -50,9 +51,11 @@ _UNKNOWN = object()   # Compiled.needs_values not worked out yet
 
 
 def default_passes(options: CompileOptions) -> PassManager:
-    """Every compile step, in order; the thread plan only for more than one host thread."""
-    passes = [ShapeInference(), SizeCheck(), GraphFusion(), Lowering(), Precision(), L2Reuse(), StreamAssignment(),
-              MemoryPlanning(), HostFusion(), DirectWrites(), MakespanBounds()]
+    """Every compile step, in order; the thread plan only for more than one host thread, the
+    measured durations only when the options carry measurements."""
+    measured = [MeasuredDurations()] if options.measured is not None else []
+    passes = [ShapeInference(), SizeCheck(), GraphFusion(), Lowering(), Precision(), L2Reuse(), *measured,
+              StreamAssignment(), MemoryPlanning(), HostFusion(), DirectWrites(), MakespanBounds()]
     return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphexec.plan.measured import MeasuredTimes
+
 STREAM_POLICIES = ("single", "ge", "chains", "list")
 MEMORY_MODES = ("reuse", "none", "joint")
 LAUNCH_MODES = ("graph", "host")
@@ -37,6 +39,8 @@ class CompileOptions:
             (``passes/precision.py``); None: the chip's default (force_fp16 on Ascend).
         precision_numerics: "model" (outputs as the ONNX model defines them) or "device"
             (the mode's lower-precision operands and results, to see its accuracy cost).
+        measured: measured op durations (an op_summary, a kernel trace) that time the tasks
+            they match instead of the cost model (``passes/measured.py``); None: the cost model.
     """
 
     streams: int | str = 1
@@ -52,6 +56,7 @@ class CompileOptions:
     fusion_off: frozenset[str] = frozenset()
     precision_mode: str | None = None
     precision_numerics: str = "model"
+    measured: MeasuredTimes | None = None
 
     @property
     def graph_mode(self) -> bool:
