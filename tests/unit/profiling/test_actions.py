@@ -149,3 +149,19 @@ def test_a_switch_file_of_rules_graphexec_lacks_gets_no_fusion_advice(tmp_path):
     switch = tmp_path / "switch.cfg"
     switch.write_text("NoSuchGeRule:off\n")
     assert "fusion" not in _actions(gx.load(MODEL), fusion_switch_file=str(switch))[0]
+
+
+def test_measuring_the_actions_leaves_the_session_as_it_was():
+    """The actions compile a clone of the plan's graph: the session's plan, outputs and times stay."""
+    import numpy as np
+
+    g = gx.load(MODEL)
+    session = gx.Session(g, fusion=False, precision_mode="allow_fp32_to_fp16")
+    feeds = gx.default_feeds(g, {"data": (1, 192, 28, 28)})
+    first = session.run(feeds)
+    nodes = [n.name for n in session.compiled.plan.graph.nodes]
+    assert {a.name for a in first.diagnosis.actions} >= {"fusion"}
+    again = session.run(feeds)
+    assert (again.stats.makespan_us, again.stats.num_tasks) == (first.stats.makespan_us, first.stats.num_tasks)
+    assert [n.name for n in session.compiled.plan.graph.nodes] == nodes
+    assert all(np.array_equal(again.outputs[k], v) for k, v in first.outputs.items())
