@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))   # run from a checkout
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import ios_schedule  # noqa: E402
-from fidelity_export import DEFAULT_OUT  # noqa: E402
+from fidelity_export import DEFAULT_OUT, FILES  # noqa: E402
 from ios_inception_v3 import inception_v3  # noqa: E402
 
 import graphexec as gx  # noqa: E402
@@ -82,7 +82,7 @@ def _makespan(graph: Any, device: str, shapes: dict[str, tuple[int, ...]], strea
 
 @cache
 def _onnx(name: str) -> Any:
-    path = MODELS_DIR / f"{name}.onnx"
+    path = MODELS_DIR / FILES[name]
     if not path.exists():
         print(f"exporting {name} (benchmarks/fidelity_export.py)...", file=sys.stderr)
         script = str(ROOT / "benchmarks" / "fidelity_export.py")

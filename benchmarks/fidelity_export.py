@@ -17,16 +17,22 @@ from pathlib import Path
 
 MODELS = ("densenet121", "googlenet", "vgg16")
 DEFAULT_OUT = Path(os.path.expanduser("~/.cache/graphexec/fidelity"))
+# the cached file of each model: a new name whenever what is exported changes, so an old
+# export in the cache is not taken for the new one
+FILES = {"densenet121": "densenet121.onnx", "googlenet": "googlenet-transform_input.onnx", "vgg16": "vgg16.onnx"}
 
 
 def export(name: str, out: Path) -> Path:
-    """``out/name.onnx`` from torchvision's ``name`` (random weights, eval mode)."""
+    """``out/FILES[name]`` from torchvision's ``name`` (random weights, eval mode)."""
     import torch
     import torchvision
 
-    kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+    # googlenet as ModelZoo's googlenet_pth2onnx.py builds the measured model (ACL_PyTorch/contrib/
+    # cv/classfication/GoogleNet): torchvision's pretrained GoogLeNet, whose transform_input=True
+    # re-normalizes the input channels inside the graph (3 Gather/Unsqueeze/Mul/Add + a Concat)
+    kwargs = {"aux_logits": False, "init_weights": True, "transform_input": True} if name == "googlenet" else {}
     model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
-    path = out / f"{name}.onnx"
+    path = out / FILES[name]
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         torch.onnx.export(model, (x,), str(path), input_names=["input"], output_names=["output"],
