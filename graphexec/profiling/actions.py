@@ -16,6 +16,8 @@ several cards the plan is card 0's, as the rest of the diagnosis is.
   models, the tiny decoder and the inception block on 910, 310P and 910B no other mode
   timed faster by 5% (the most, 1.01x: tiny MatMuls priced on the AI CPU), so a default
   run compiles nothing again;
+- neither fusion nor precision under measured durations (``measured=``): those time the
+  kernels that ran, and fusing or re-typing makes other kernels, which nothing measured;
 - streams: the best stream count and policy (``causes.best_streams``);
 - graph mode: the task list loaded with the model (``--launch graph``) for a host-launched run.
 
@@ -87,7 +89,8 @@ def fusion(plan: Plan, base: float) -> Action | None:
     with rules off in both groups, each group's rules turned on alone are measured too."""
     o = plan.options
     groups = _groups_off(o.fusion_off)
-    if not o.graph_mode or o.policy == "manual" or "schedule" in plan.graph.meta or (o.fusion and not groups):
+    if not o.graph_mode or o.policy == "manual" or "schedule" in plan.graph.meta or (o.fusion and not groups) \
+            or o.measured is not None:
         return None
     p = recompiled(plan, fusion=True, fusion_off=frozenset())
     if p is None:
@@ -125,7 +128,8 @@ def precision(plan: Plan, base: float) -> Action | None:
     """The fastest of ATC's faster precision modes the chip supports, if any is faster."""
     chip = chip_of(plan.profile)
     current = resolve(plan.options.precision_mode, plan.profile)
-    if not chip.ascend or current == "force_fp16" or not _floats(plan) or not RECOMPILE:
+    if not chip.ascend or current == "force_fp16" or plan.options.measured is not None or not _floats(plan) \
+            or not RECOMPILE:
         return None
     modes = [m for m in FAST_MODES + (BF16_MODES if chip.bf16 else ()) if m != current]
     spans = {}

@@ -165,3 +165,12 @@ def test_measuring_the_actions_leaves_the_session_as_it_was():
     assert (again.stats.makespan_us, again.stats.num_tasks) == (first.stats.makespan_us, first.stats.num_tasks)
     assert [n.name for n in session.compiled.plan.graph.nodes] == nodes
     assert all(np.array_equal(again.outputs[k], v) for k, v in first.outputs.items())
+
+
+def test_measured_durations_get_no_advice_that_makes_other_kernels(tmp_path):
+    """Measured times cover the kernels that ran: fused or re-typed kernels were never measured."""
+    g = gx.load(MODEL)
+    gx.Session(g, fusion=False, precision_mode="must_keep_origin_dtype").simulate().write_profile(tmp_path)
+    acts, d = _actions(g, fusion=False, precision_mode="must_keep_origin_dtype", measured=str(tmp_path))
+    assert "fusion" not in acts and "precision" not in acts and "action_fusion_us" not in d.numbers
+    assert "streams" in acts   # the measured kernels on more streams: a schedule, nothing re-timed
