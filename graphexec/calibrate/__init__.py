@@ -16,8 +16,9 @@ Example:
 from graphexec.calibrate.fit import check_identifiable, levenberg_marquardt
 from graphexec.calibrate.params import Param, Target
 from graphexec.calibrate.run import Calibration, calibrate, error, held_out
-from graphexec.calibrate.tables import Measurement, read_collective_table, read_models_csv
+from graphexec.calibrate.tables import Measurement, read_collective_table, read_models_csv, read_ops
 from graphexec.calibrate.write import profile_yaml, write_profile
 
 __all__ = ["Calibration", "Measurement", "Param", "Target", "calibrate", "check_identifiable", "error", "held_out",
-           "levenberg_marquardt", "profile_yaml", "read_collective_table", "read_models_csv", "write_profile"]
+           "levenberg_marquardt", "profile_yaml", "read_collective_table", "read_models_csv",
+           "read_ops", "write_profile"]

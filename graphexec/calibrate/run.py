@@ -17,7 +17,7 @@ import numpy as np
 
 from graphexec.calibrate.fit import Fit, levenberg_marquardt
 from graphexec.calibrate.params import Param, Target
-from graphexec.calibrate.predict import simulated_us
+from graphexec.calibrate.predict import simulate_all
 from graphexec.calibrate.tables import Measurement
 from graphexec.errors import CalibrationError
 
@@ -69,7 +69,7 @@ def error(ratios: Sequence[float]) -> float:
 
 def within(ratios: Any) -> float:
     rs = list(ratios)
-    return sum(0.8 <= r <= 1.25 for r in rs) / len(rs) if rs else float("nan")
+    return float(sum(0.8 <= r <= 1.25 for r in rs) / len(rs)) if rs else float("nan")
 
 
 def held_out(measurements: Sequence[Measurement], every: int = HOLDOUT_EVERY) -> list[bool]:
@@ -85,7 +85,7 @@ def held_out(measurements: Sequence[Measurement], every: int = HOLDOUT_EVERY) ->
 def applicable(target: Target, measurements: Sequence[Measurement]) -> tuple[list[Measurement], int]:
     """The rows measured on the target (model rows name its device; collectives need a system)."""
     device = target.device_profile.name
-    keep = [m for m in measurements if (m.kind == "model" and m.device == device)
+    keep = [m for m in measurements if (m.kind in ("model", "op") and m.device == device)
             or (m.kind == "collective" and target.kind == "system")]
     return keep, len(measurements) - len(keep)
 
@@ -101,16 +101,16 @@ def calibrate(target: Target, measurements: Sequence[Measurement], fit: Mapping[
         raise CalibrationError("calibrate: name at least one parameter to fit (a profile field path)")
     params = [target.param(path, bounds) for path, bounds in fit.items()]
     flags = held_out(rows, holdout_every)
-    train = [m for m, h in zip(rows, flags) if not h]
+    train = np.array([not h for h in flags])
 
-    def times(x: np.ndarray, ms: Sequence[Measurement]) -> np.ndarray:
+    def times(x: np.ndarray) -> np.ndarray:   # every row: the ops of one run are joined to tasks together
         profile = target.build({p.path: math.exp(v) for p, v in zip(params, x)})
-        return np.array([simulated_us(m, profile) for m in ms])
+        return np.array(simulate_all(rows, profile))
 
-    measured = np.array([m.measured_us for m in train])
-    result: Fit = levenberg_marquardt(lambda x: np.log(times(x, train) / measured), params)
+    measured = np.array([m.measured_us for m in rows])
+    result: Fit = levenberg_marquardt(lambda x: np.log(times(x)[train] / measured[train]), params)
     x0 = np.array([math.log(p.start) for p in params])
-    before, after = times(x0, rows), times(result.x, rows)
+    before, after = times(x0), times(result.x)
     fitted = {p.path: _rounded(p, math.exp(v)) for p, v in zip(params, result.x)}
     out = [Row(m, h, b / m.measured_us, a / m.measured_us) for m, h, b, a in zip(rows, flags, before, after)]
     cal = Calibration(target.name, params, fitted, out, None, result.iterations, ignored)

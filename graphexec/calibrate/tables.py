@@ -38,7 +38,7 @@ NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloa
 class Measurement:
     """One measured time: what ran (a model with shapes, or a collective) and how long."""
 
-    kind: str                     # "model" or "collective"
+    kind: str                     # "model", "op" or "collective"
     label: str
     measured_us: float
     where: str                    # "FILE row N": what an error or a source names
@@ -51,6 +51,7 @@ class Measurement:
     nbytes: int = 0
     ranks: int = 0
     dtype: str = "float32"
+    op: tuple[str, str, str] = ("", "", "")   # an op row's name, type and input shapes (msprof's)
 
 
 def _shapes(text: str, where: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -98,6 +99,19 @@ def _model_row(row: dict[str, str], where: str, models: Path) -> Measurement:
     return Measurement("model", label, us, where, (row.get("source") or "").strip(), row["device"].strip().lower(),
                        str(model if model.is_absolute() else models / model), shapes,
                        "auto" if streams_text == "auto" else int(streams_text))
+
+
+def read_ops(path: str | Path, model: str | Path, shapes: str, device: str) -> list[Measurement]:
+    """The kernels of an msprof op_summary (or kernel trace) of one run of ``model`` at
+    ``shapes`` (``data=4x192x28x28;...``) on ``device``, one row per op (repeats averaged)."""
+    from graphexec.frontend.measured import load_measured
+
+    where = f"{path}"
+    parsed = _shapes(shapes, f"{where}: --ops-shapes")
+    model = Path(model).expanduser()
+    measured = load_measured(path)
+    return [Measurement("op", f"{o.name} ({o.op})", o.us, f"{where} op {i}", str(path), device.lower(), str(model),
+                        parsed, op=(o.name, o.op, o.shapes)) for i, o in enumerate(measured.ops, start=1) if o.us > 0]
 
 
 def read_models_csv(path: str | Path, models: str | Path | None = None) -> list[Measurement]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from graphexec._files import check_output
-from graphexec.calibrate import Target, calibrate, read_collective_table, read_models_csv, write_profile
+from graphexec.calibrate import Target, calibrate, read_collective_table, read_models_csv, read_ops, write_profile
 from graphexec.calibrate.run import HOLDOUT_EVERY, Calibration
 from graphexec.errors import CalibrationError
 
@@ -43,6 +43,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             raise CalibrationError(f"--out {args.out}: is one of the files calibrate reads")
     target = Target.load(args.device, args.system)
     rows = [m for f in args.models_csv or [] for m in read_models_csv(f, args.models)]
+    if bool(args.ops) != bool(args.ops_model):
+        raise CalibrationError("--ops and --ops-model go together: the op table and the model it was measured on")
+    rows += [m for f in args.ops or []
+             for m in read_ops(f, args.ops_model, args.ops_shapes or "", target.device_profile.name)]
     rows += [m for f in args.collectives or []
              for m in read_collective_table(f, args.collective, args.ranks, source=f)]
     fit: dict[str, tuple[float, float] | None] = {}
@@ -100,6 +104,11 @@ def register(sub: Any) -> None:
     p.add_argument("--models-csv", action="append", metavar="FILE.csv",
                    help="whole-model measurements: model, shapes, device, measured, unit[, streams, batch, source]")
     p.add_argument("--models", metavar="DIR", help="where the CSV's relative model paths are (default: its folder)")
+    p.add_argument("--ops", action="append", metavar="OP_SUMMARY.csv|TRACE.json",
+                   help="per-op measurements of one run on the device: an msprof op_summary (or its PROF_ folder) "
+                        "or a kernel trace; each op is a row")
+    p.add_argument("--ops-model", metavar="MODEL", help="the model --ops was measured on")
+    p.add_argument("--ops-shapes", metavar="NAME=D1xD2...;...", help="its input shapes in that run")
     p.add_argument("--collectives", action="append", metavar="FILE.txt",
                    help="an nccl-tests or hccl_test output table (needs --system)")
     p.add_argument("--collective", choices=["all_reduce", "all_gather", "reduce_scatter", "broadcast"],

@@ -137,3 +137,28 @@ def test_a_csv_without_the_needed_columns_names_them(tmp_path):
     csv.write_text("kind,configuration,measured,unit,source\nx,y,1,fps,z\n")
     with pytest.raises(CalibrationError, match="no column 'model', 'shapes', 'device'"):
         read_models_csv(csv)
+
+
+def test_per_op_measurements_from_an_op_summary_recover_the_profile(tmp_path):
+    import graphexec as gx
+    from graphexec.calibrate import read_ops
+
+    truth = _truth(**{"kernels.cube.efficiency.default": 0.55, "task_overhead_us": 3.5})
+    gx.Session(gx.load(BLOCK), streams=1, device=truth).simulate(shapes={"data": (16, 192, 28, 28)}) \
+        .write_profile(tmp_path)
+    rows = read_ops(tmp_path, BLOCK, "data=16x192x28x28", "ascend910")
+    assert [r.op[1] for r in rows] == ["Conv"] * 5 + ["MaxPool", "Conv", "Concat"]
+    cal = calibrate(Target(load_profile("ascend910")), rows,
+                    {"kernels.cube.efficiency.default": None, "task_overhead_us": None})
+    assert cal.fitted == {"kernels.cube.efficiency.default": 0.55, "task_overhead_us": 3.5}   # 4 digits kept
+    assert cal.summary()["op"]["held_out"]["error_after"] < 1.001 < cal.summary()["op"]["held_out"]["error_before"]
+    assert cal.profile.sources["task_overhead_us"].startswith(f"fitted: {tmp_path} ops 1,2,3,4,6,7,8 (7 rows")
+
+
+def test_an_op_the_model_lacks_is_one_line(tmp_path):
+    from graphexec.calibrate import read_ops
+
+    (tmp_path / "op_summary.csv").write_text("Op Name,OP Type,Task Duration(us),Input Shapes\nx,Gelu,3.0,\"1,2\"\n")
+    rows = read_ops(tmp_path / "op_summary.csv", BLOCK, "data=16x192x28x28", "ascend910")
+    with pytest.raises(CalibrationError, match="op 'x' \\(Gelu\\) matches no kernel of"):
+        calibrate(Target(load_profile("ascend910")), rows * 3, {"task_overhead_us": None})
