@@ -50,7 +50,7 @@ def test_a_schedule_costs_its_stretches_and_a_round_trip_per_synchronize():
     second = S._stretch_us(g, [nodes[3]], "nvidia-v100")   # the concat has no kernel
     total = S.run_schedule(g, nodes, stages, "nvidia-v100")
     assert total == pytest.approx(first + second + S.round_trip_us("nvidia-v100"))
-    assert S.round_trip_us("nvidia-v100") == 16.0 + 5.0   # sync_return_us + launch_cost_us
+    assert S.round_trip_us("nvidia-v100") == 23.0 + 5.0   # sync_return_us + launch_cost_us
 
 
 @pytest.mark.parametrize("sync, parallel", [(5.0, True), (15.0, False)])

@@ -12,7 +12,9 @@ how the device's kernels run them (``UnitKernels``):
   ``item_fill_us`` per item (loading the first operands and draining the result: for a
   short K this fill rivals the item's compute);
 - an item computes ``flops / items`` at ``efficiency`` x the unit's peak rate for the dtype
-  (issue stalls, bank conflicts, the scalar unit's bookkeeping).
+  (issue stalls, bank conflicts, the scalar unit's bookkeeping), times ``lone_efficiency``
+  when a block has one item only: a core then holds no second item whose work overlaps
+  the first one's loads (a GPU SM with one resident CTA hides no latency).
 
 So ``block_us = block_fixed_us + ceil(items / blocks) * (flops / items / (peak * eff) + item_fill_us)``
 and each block moves ``bytes / blocks`` through memory (the simulator's roofline shares
@@ -50,6 +52,8 @@ def kernel_time(profile: DeviceProfile, unit: str, dtype: str, flops: float, nby
     n = items if items < cores else cores
     loops = -(-items // n)
     eff = u.efficiency.get(dtype) or u.efficiency["default"]
+    if loops == 1 and u.lone_efficiency is not None:   # one item per core: nothing overlaps its loads
+        eff *= u.lone_efficiency
     return n, u.block_fixed_us + loops * (flops / items / (peak * eff) + u.item_fill_us), nbytes / n
 
 

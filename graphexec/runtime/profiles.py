@@ -66,6 +66,10 @@ class UnitKernels(BaseModel):
     item_fill_us: NonNegative = Field(description="Pipeline fill and drain of one work item (paid per item).")
     efficiency: dict[str, Fraction] = Field(description="Achieved fraction of the peak rate by dtype; "
                                                         "'default' for the rest.")
+    lone_efficiency: Fraction | None = Field(
+        None, description="Fraction of 'efficiency' a block reaches when it runs a single work item: no "
+                          "second item is resident on its core to hide the first one's load latency (a GPU "
+                          "SM holding one CTA); none: 1.")
 
     @model_validator(mode="after")
     def _has_default(self) -> UnitKernels:

@@ -71,3 +71,17 @@ def test_every_builtin_has_a_sourced_kernel_model():
     for name, p in builtin_profiles().items():
         assert p.kernels is not None, name
         assert {"kernels.cube.efficiency.default", "kernels.l2_bytes"} <= set(p.sources), name
+
+
+def test_a_block_with_one_item_reaches_lone_efficiency_of_its_rate():
+    unit = UnitKernels(split=1, block_fixed_us=1.0, item_fill_us=0.5, efficiency={"default": 0.5},
+                       lone_efficiency=0.5)
+    km = KernelModel(cube=unit, vector=unit, l2_bytes=1 << 20, l2_bandwidth_gbps=1000.0)
+    p = load_profile("ascend310p").model_copy(update={"kernels": km})
+    # 3 items on 8 cores: one item per block, at 0.5 x 0.5 of the peak: 1 us of peak work takes 4 us
+    assert kernel_time(p, "cube", "float16", 3 * PEAK, 0.0, 3)[1] == pytest.approx(1.0 + (4.0 + 0.5))
+    # 20 items on 8 cores: 3 per block, a second one resident hides the loads: efficiency 0.5 alone
+    assert kernel_time(p, "cube", "float16", 20 * PEAK, 0.0, 20)[1] == pytest.approx(1.0 + 3 * (2.0 + 0.5))
+    # none set: a lone item runs at the plain efficiency
+    plain = _profile()
+    assert kernel_time(plain, "cube", "float16", 3 * PEAK, 0.0, 3)[1] == pytest.approx(1.0 + (2.0 + 0.5))

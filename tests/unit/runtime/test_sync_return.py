@@ -45,5 +45,5 @@ def test_the_host_wakes_sync_return_us_after_the_work_ends(how):
 
 def test_profiles_say_where_sync_return_comes_from():
     v100 = load_profile("nvidia-v100")
-    assert v100.sync_return_us == 16.0 and "cudaDeviceSynchronize" in v100.sources["sync_return_us"]
+    assert v100.sync_return_us == 23.0 and "cudaDeviceSynchronize" in v100.sources["sync_return_us"]
     assert load_profile("ascend910").sync_return_us is None
