@@ -10,6 +10,7 @@ from typing import Any, Callable, cast
 
 from graphexec._limits import gc_paused
 from graphexec.engine import io
+from graphexec.engine.bodies import with_bodies
 from graphexec.engine.control import controllers
 from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.executor import ExecContext, Location, place, prime_views
@@ -37,7 +38,7 @@ from graphexec.passes.shape_inference import ShapeInference
 from graphexec.passes.size_check import SizeCheck
 from graphexec.passes.stream_assignment import StreamAssignment
 from graphexec.passes.thread_plan import ThreadPlanning
-from graphexec.plan import Bounds, CompileOptions, MemoryPlan, Plan, Schedule, TaskGraph, TaskKind, ThreadPlan
+from graphexec.plan import Bounds, CompileOptions, MemoryPlan, Plan, Schedule, TaskGraph, ThreadPlan
 from graphexec.profiling.actions import RECOMPILE
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime import sim_core
@@ -60,9 +61,15 @@ def default_passes(options: CompileOptions) -> PassManager:
 
 
 def compile(graph: Graph, options: CompileOptions, profile: DeviceProfile) -> Plan:
-    """Run the pass pipeline on ``graph`` for ``options.input_types``: the frozen plan."""
+    """Run the pass pipeline on ``graph`` for ``options.input_types``: the frozen plan, with
+    its control-flow bodies compiled by the same pipeline (``engine/bodies.py``)."""
     with gc_paused():   # passes make many small objects; collections would rescan them all
-        return default_passes(options).run(CompileState(graph, options, profile)).plan()
+        plan = default_passes(options).run(CompileState(graph, options, profile)).plan()
+        return with_bodies(plan, partial(_compile_body, profile=profile))
+
+
+def _compile_body(graph: Graph, options: CompileOptions, profile: DeviceProfile) -> Plan:
+    return compile(clone_graph(graph), options, profile)   # the body's graph stays as converted
 
 
 def compile_graph(graph: Graph, options: CompileOptions, profile: DeviceProfile,
@@ -113,9 +120,7 @@ class Compiled:
         self.device = device or Device(self.profile, check_hazards=opts.check_hazards, graph_mode=opts.graph_mode)
         self.weights = weights or WeightStore(self.device)   # a session's device shares one store by its plans
         self.bases, self.weight_at, self._weight_regions = self._allocate()
-        compile_body = lambda g, o: compile_graph(clone_graph(g), o, self.profile, self.device)  # noqa: E731
-        self.controls = controllers([t for t in self.tasks.tasks if t.kind is TaskKind.CONTROL], self.graph, opts,
-                                    compile_body)
+        self.controls = controllers(plan, partial(_compile_body, profile=self.profile), self._load_body)
         self._kernels = self.schedule.kernels()
         self._index = {t.id: i for i, t in enumerate(self._kernels)}
         # each kernel's DeviceTask.meta, one read-only dict per plan shared by every run (as the
@@ -151,6 +156,10 @@ class Compiled:
         self._graph_tasks = None if self.controls else graph_tasks(self.schedule, self._metas)
         if self._graph_tasks is not None:
             self._graph_tasks.costs(self.device.sim)
+
+    def _load_body(self, plan: Plan) -> "Compiled":
+        """A control-flow body's plan on this plan's device (its own pools beside this one's)."""
+        return Compiled(plan, sum(plan.timings.values()), self.device)
 
     def _prepare(self) -> None:
         """What every run shares, worked out once: where each value lives and a view of

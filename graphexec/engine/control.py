@@ -8,9 +8,11 @@ streams and events, enter their queues at the device's clock (no host launch). W
 body's streams drain (a LabelGoto back to the switch), the switch runs again, until the
 condition says stop; then the outputs are in place and the control task ends.
 
-Each body is compiled and memory-planned like a graph of its own, once per signature of
-its inputs (a loop-carried value may change shape between iterations); its outer-scope
-values are read in place from the enclosing run.
+Each body is compiled and memory-planned like a graph of its own, with the plan that holds
+it (``engine/bodies.py``, ``Plan.bodies``), once per signature of its inputs; here each is
+only loaded onto the device. A signature the compile could not know (a loop-carried value
+that changes shape between iterations) is compiled by the same pipeline when it comes.
+Outer-scope values are read in place from the enclosing run.
 """
 
 from __future__ import annotations
@@ -20,12 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from graphexec.engine.bodies import CompilePlan, is_scan8
 from graphexec.engine.control_runs import RUNS, ControlRun
 from graphexec.engine.feeds import signature
-from graphexec.frontend.onnx_body import body_graph
 from graphexec.ir import Graph, Node, TensorType
-from graphexec.passes.control_flow import body_attrs
-from graphexec.plan import CompileOptions, Task
+from graphexec.plan import BodyPlan, Plan, Task
 from graphexec.runtime.launch import launch_all
 from graphexec.runtime.sim import DeviceTask
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from graphexec.engine.compiled import Compiled
     from graphexec.engine.executor import ExecContext
 
-CompileBody = Callable[[Graph, CompileOptions], "Compiled"]
+LoadPlan = Callable[[Plan], "Compiled"]   # a body's plan onto the enclosing plan's device
 
 
 def _type_of(value: Any) -> TensorType:
@@ -42,25 +43,29 @@ def _type_of(value: Any) -> TensorType:
 
 @dataclass
 class Body:
-    """One body of a control node: its graph and its compiled plans, one per signature."""
+    """One body of a control node: its compiled plans (``BodyPlan``) and those loaded on
+    the device, one per signature."""
 
-    graph: Graph
-    label: str                     # trace prefix, "If_0/then_branch/"
-    formal: list[str]              # the body's own inputs
-    outside: list[str]             # outer-scope names it reads in place
-    options: CompileOptions
-    compile: CompileBody
+    source: BodyPlan
+    compile: CompilePlan
+    load: LoadPlan
     plans: dict[tuple, "Compiled"] = field(default_factory=dict)
     _sim: Any = None
     _streams: list[Any] = field(default_factory=list)
     _events: list[Any] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.graph: Graph = self.source.graph
+        self.label, self.formal, self.outside = self.source.label, list(self.source.formal), list(self.source.outside)
+        for key, plan in self.source.plans.items():   # compiled with the enclosing plan: loaded with it
+            self.plans[key] = self.load(plan)
+
     def plan(self, types: dict[str, TensorType]) -> "Compiled":
         key = signature(types)
         compiled = self.plans.get(key)
-        if compiled is None:
-            opts = replace(self.options, input_types=types)
-            compiled = self.plans[key] = self.compile(self.graph, opts)
+        if compiled is None:   # a signature no type at compile time fixed
+            plan = self.compile(self.graph, replace(self.source.options, input_types=types))
+            compiled = self.plans[key] = self.load(plan)
         return compiled
 
     def launch(self, parent: "ExecContext", control: DeviceTask, values: list[Any], marker: str) -> "ExecContext":
@@ -109,57 +114,17 @@ class Body:
 class Controller:
     """The bodies of one control node; ``start`` makes the run object its switch steps."""
 
-    def __init__(self, node: Node, graph: Graph, options: CompileOptions, compile_body: CompileBody) -> None:
+    def __init__(self, node: Node, graph: Graph, bodies: tuple[BodyPlan, ...], compile_plan: CompilePlan,
+                 load: LoadPlan) -> None:
         self.node = node
-        self.scan8 = node.op == "Scan" and graph.opsets.get("", 1) < 9
-        self.bodies: list[Body] = []
-        body_opts = replace(options, threads=1, policy=None if options.policy == "manual" else options.policy)
-        for attr in body_attrs(node):
-            g, outside = body_graph(node.attrs[attr], graph, f"{graph.source}:{node.name}/{attr}")
-            formal = [n for n in g.inputs if n not in outside]
-            self.bodies.append(Body(g, f"{node.name}/{attr}/", formal, outside,
-                                    replace(body_opts, external=frozenset(outside)), compile_body))
-        self._prebuild(graph)
-
-    def _prebuild(self, graph: Graph) -> None:
-        """Compile and plan every body now when the enclosing graph's types fix its inputs
-        (both branches of an If; a loop body's first iteration)."""
-        if self.scan8:   # its bodies' inputs drop a batch row: typed at run time
-            return
-        types = {n: graph.values[n].type for n in self.node.inputs if n and n in graph.values}
-        for body in self.bodies:
-            formal = _formal_types(self.node, [types.get(n) for n in self.node.inputs], len(body.formal))
-            outside = [graph.values[n].type if n in graph.values else None for n in body.outside]
-            given = dict(zip(body.formal, formal)) | dict(zip(body.outside, outside))
-            known = {n: t for n, t in given.items() if t is not None and t.is_static}
-            if len(known) == len(body.formal) + len(body.outside):
-                body.plan(known)
+        self.scan8 = is_scan8(node, graph)
+        self.bodies = [Body(b, compile_plan, load) for b in bodies]
 
     def start(self, parent: "ExecContext", task: Task) -> "ControlRun":
         return RUNS["Scan8" if self.scan8 else self.node.op](self, parent, task)
 
 
-def _formal_types(node: Node, inputs: list[TensorType | None], n_formal: int) -> list[TensorType | None]:
-    """The types of a body's formal inputs as the node's input types give them."""
-    if node.op == "Loop":
-        return [TensorType(np.dtype(np.int64), ()), TensorType(np.dtype(np.bool_), ()), *inputs[2:]][:n_formal]
-    if node.op == "Scan":
-        n_in = int(node.attrs["num_scan_inputs"])
-        states, xs = inputs[:len(inputs) - n_in], inputs[len(inputs) - n_in:]
-        axes = list(node.attrs.get("scan_input_axes") or [0] * n_in)
-        return [*states, *(_drop_axis(t, a) for t, a in zip(xs, axes))][:n_formal]
-    return []
-
-
-def _drop_axis(t: TensorType | None, axis: int) -> TensorType | None:
-    if t is None or t.shape is None or not t.shape:
-        return None
-    shape = list(t.shape)
-    del shape[axis % len(shape)]
-    return TensorType(t.dtype, tuple(shape))
-
-
-def controllers(tasks: list[Task], graph: Graph, options: CompileOptions,
-                compile_body: CompileBody) -> dict[int, Controller]:
-    """One Controller per control task, its bodies converted (and compiled on first use)."""
-    return {t.id: Controller(t.node, graph, options, compile_body) for t in tasks if t.node is not None}
+def controllers(plan: Plan, compile_plan: CompilePlan, load: LoadPlan) -> dict[int, Controller]:
+    """One Controller per control task of ``plan``, its bodies' compiled plans loaded."""
+    return {t.id: Controller(t.node, plan.graph, plan.bodies[t.id], compile_plan, load)
+            for t in plan.tasks.tasks if t.id in plan.bodies and t.node is not None}

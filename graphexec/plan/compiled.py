@@ -8,7 +8,7 @@ profiling reads it (tasks, schedule, memory plan, bounds) without the engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from graphexec.ir import Graph
@@ -44,7 +44,8 @@ class Plan:
     loosely: the plan sits below the runtime). ``runners`` maps a kernel task's id to what
     computes its outputs; ``direct`` the ids of tasks computing straight into their output
     bytes; ``fused`` counts tasks whose math their chain's head does; ``threads`` is set
-    only for more than one host thread; ``timings`` each pass's host seconds.
+    only for more than one host thread; ``timings`` each pass's host seconds; ``bodies``
+    each control task's bodies (``BodyPlan``), compiled with the plan.
     """
 
     graph: Graph
@@ -59,3 +60,22 @@ class Plan:
     direct: frozenset[int]
     threads: ThreadPlan | None
     timings: Mapping[str, float]
+    bodies: Mapping[int, tuple["BodyPlan", ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class BodyPlan:
+    """One body of a control task (an If branch, a Loop or Scan body), made a graph of its
+    own at compile time, and its plans by input signature: those the enclosing plan's
+    types fix, compiled with it. A signature seen only at run time (a loop-carried value
+    whose shape changes) is compiled then, from ``graph`` and ``options``.
+
+    ``formal`` are the body's own inputs; ``outside`` the enclosing names it reads in
+    place; ``label`` its trace prefix ("If_0/then_branch/")."""
+
+    graph: Graph
+    label: str
+    formal: tuple[str, ...]
+    outside: tuple[str, ...]
+    options: CompileOptions
+    plans: Mapping[tuple[Any, ...], Plan]

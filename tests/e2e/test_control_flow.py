@@ -12,7 +12,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import graphexec as gx
-from graphexec.plan import TaskKind
+from graphexec.plan import Plan, TaskKind
 
 ort = pytest.importorskip("onnxruntime")
 F = np.float32
@@ -242,3 +242,46 @@ def test_scan8_runs_per_batch_row_like_onnxruntime(with_lens):
     result = gx.Session(gx.load(model)).run(feeds)
     for ours, ref in zip(result.outputs.values(), _ort(model, feeds)):
         np.testing.assert_allclose(ours, ref, rtol=1e-6)
+
+
+def test_bodies_are_compiled_with_the_plan_and_only_loaded_at_run_time(monkeypatch):
+    """The plan holds each control task's bodies compiled (``Plan.bodies``, no device); a
+    run converts and compiles nothing when the enclosing types fixed every signature."""
+    import graphexec.engine.bodies as bodies
+    import graphexec.engine.compiled as compiled_mod
+
+    for model, feeds in ((_if_model(), {"x": np.ones((16, 16), F)}),
+                         (_loop_model(3), {"x": np.ones((4, 16), F)})):
+        session = gx.Session(gx.load(model))
+        plan = session.compiled.plan
+        ((task_id, body_plans),) = plan.bodies.items()
+        assert [t.kind for t in plan.tasks.tasks if t.id == task_id] == [TaskKind.CONTROL]
+        assert all(len(b.plans) == 1 and isinstance(next(iter(b.plans.values())), Plan) for b in body_plans)
+        compiles = []
+        monkeypatch.setattr(compiled_mod, "compile", lambda *a, **k: compiles.append(a))
+        monkeypatch.setattr(bodies, "body_graph", lambda *a, **k: compiles.append(a))
+        want = _ort(model, feeds)
+        got = session.run(feeds).outputs
+        monkeypatch.undo()
+        assert compiles == []
+        for ours, theirs in zip(got.values(), want):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_a_signature_only_a_run_shows_is_compiled_by_the_pipeline_then():
+    """A loop-carried value that grows each trip: each new shape's body plan comes from
+    ``compile`` at run time, and the outputs are onnxruntime's."""
+    body = helper.make_graph(
+        [helper.make_node("Concat", ["acc", "row"], ["acc_out"], axis=0, name="Concat_b"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="Id_c")],
+        "grow", [_vi("i", T.INT64, []), _vi("cond_in", T.BOOL, []), _vi("acc", shape=["n", 4])],
+        [_vi("cond_out", T.BOOL, []), _vi("acc_out", shape=["m", 4])])
+    row = onnx.numpy_helper.from_array(np.arange(4, dtype=F)[None], "row")
+    model = _model([helper.make_node("Loop", ["trips", "", "acc0"], ["acc"], body=body, name="Loop_0")],
+                   [_vi("trips", T.INT64, []), _vi("acc0", shape=[1, 4])], [_vi("acc", shape=None)], [row])
+    feeds = {"trips": np.array(3, np.int64), "acc0": np.ones((1, 4), F)}
+    session = gx.Session(gx.load(model))
+    result = session.run(feeds)
+    np.testing.assert_array_equal(result.outputs["acc"], _ort(model, feeds)[0])
+    (ctrl,) = session.compiled.controls.values()
+    assert len(ctrl.bodies[0].plans) == 3   # acc of 1, 2 and 3 rows
