@@ -7,6 +7,7 @@ Example:
     >>> result.stats.makespan_us
 """
 
+from graphexec import sweep  # the package, which called is graphexec.sweep.run.sweep
 from graphexec.api import Comparison, Session, compare
 from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.feeds import default_feeds
@@ -28,7 +29,6 @@ from graphexec.frontend.builder import GraphBuilder
 from graphexec.ir import Graph
 from graphexec.kernels.custom import kernel
 from graphexec.profiling.env import from_environment as _profiling_from_environment
-from graphexec.sweep import sweep
 
 __all__ = [
     "AclError", "Comparison", "DeviceError", "DeviceTensor", "FeedError", "Graph", "GraphBuilder", "GraphError",

@@ -406,3 +406,17 @@ def test_a_parquet_row_waits_at_most_a_flush_interval(tmp_path, monkeypatch):
         time.sleep(0.05)
     assert pq.read_table(tmp_path / "rows.parquet").num_rows == 2
     out.close()
+
+
+def test_gx_sweep_is_the_function_and_the_package_alike():
+    """``gx.sweep(...)`` runs a sweep, and ``graphexec.sweep`` is still the package: the
+    function does not hide its modules."""
+    import inspect
+    import sys
+
+    import graphexec.sweep.grid
+
+    assert gx.sweep is sys.modules["graphexec.sweep"] and gx.sweep.grid is graphexec.sweep.grid
+    assert callable(gx.sweep) and "models" in inspect.signature(gx.sweep).parameters
+    (row,) = gx.sweep(THREE[0], streams=[1], workers=1)
+    assert row["makespan_us"] > 0
