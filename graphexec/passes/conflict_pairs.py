@@ -18,7 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
-from graphexec.passes.lifetimes import Lifetime
+from graphexec.plan.lifetimes import Lifetime
 from graphexec.plan.schedule import Schedule
 
 CHUNK = 1 << 22   # cells of the (use x stream) and pair arrays at once

@@ -12,8 +12,8 @@ import networkx as nx
 
 from graphexec.errors import GraphError, InvariantError
 from graphexec.ir import Graph, verify
-from graphexec.passes.lifetimes import ordered
 from graphexec.plan import EventTask, MemoryPlan, Schedule, TaskGraph, TaskKind
+from graphexec.plan.lifetimes import ordered
 
 MINIMAL_MAX_TASKS = 5_000   # the wait-by-wait minimality check is quadratic; beyond this it is left out
 PAIR_BUDGET = 200_000       # overlapping buffer pairs checked at most

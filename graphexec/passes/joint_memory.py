@@ -16,7 +16,7 @@ from typing import Any
 import networkx as nx
 
 from graphexec.passes.event_insertion import insert_events
-from graphexec.passes.lifetimes import Lifetime
+from graphexec.plan.lifetimes import Lifetime
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
 

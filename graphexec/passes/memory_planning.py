@@ -15,8 +15,8 @@ from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events, check_memory
 from graphexec.passes.joint_memory import joint_plan
-from graphexec.passes.lifetimes import lifetimes
 from graphexec.passes.pool_offsets import cut_bound, live_peak, plan_offsets
+from graphexec.plan.lifetimes import lifetimes
 from graphexec.plan.memory import MemoryPlan, PlanEntry, align
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph

@@ -13,7 +13,7 @@ from typing import Callable
 import networkx as nx
 
 from graphexec.passes.conflict_pairs import TooDense, conflict_pairs
-from graphexec.passes.lifetimes import Lifetime
+from graphexec.plan.lifetimes import Lifetime
 from graphexec.plan.schedule import Schedule
 
 Order = Callable[[Lifetime, int], tuple]  # (item, number of items it conflicts with) -> sort key

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from taskgraphs import DIAMOND, dag, state
 
 import graphexec.passes.base as base
 from graphexec.errors import InvariantError
 from graphexec.passes.base import Pass, PassManager, PassResult
 from graphexec.passes.contracts import check_events, check_memory, check_tasks
 from graphexec.passes.event_insertion import insert_events
-from graphexec.passes.lifetimes import lifetimes
 from graphexec.passes.stream_assignment import StreamAssignment
 from graphexec.plan import EventTask, MemoryPlan, PlanEntry, Schedule, TaskKind
-from taskgraphs import DIAMOND, dag, state
+from graphexec.plan.lifetimes import lifetimes
 
 
 def _without(sched: Schedule, drop: set[int]) -> Schedule:

@@ -19,7 +19,7 @@ import graphexec as gx
 import graphexec.passes.event_insertion as ei
 from graphexec.passes import conflict_pairs as cp
 from graphexec.passes import pool_offsets as po
-from graphexec.passes.lifetimes import lifetimes
+from graphexec.plan.lifetimes import lifetimes
 from graphexec.plan.memory import align
 
 

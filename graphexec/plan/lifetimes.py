@@ -1,4 +1,6 @@
-"""Lifetimes of tensors in a schedule's partial order (stream order plus events)."""
+"""Lifetimes of tensors in a schedule's partial order (stream order plus events): plan
+records, read off a TaskGraph and a Schedule, that memory planning places buffers by and
+the contracts check a memory plan against."""
 
 from __future__ import annotations
 
