@@ -66,7 +66,7 @@ def _bad_onnx(tmp_path: Path) -> dict[str, Path]:
      "graphexec: error: --shape data=1,a: dims must be integers separated by commas"),
     ("streams", ["run", str(MODEL), "--streams", "0"], "graphexec: error: streams must be >= 1, got 0"),
     ("device", ["run", str(MODEL), "--device", "tpu9"],
-     "graphexec: error: unknown device 'tpu9'; known: ascend310p, ascend910, ascend910b, nvidia-a100, nvidia-v100 (or give a .yaml/.yml profile path)"),
+     "graphexec: error: unknown device 'tpu9'; known: ascend310p, ascend910, ascend910b, nvidia-a100, nvidia-h100, nvidia-v100 (or give a .yaml/.yml profile path)"),
 ])
 def test_bad_input_one_line_exit_2(case, args, message):
     p = cli(*args)
@@ -96,8 +96,9 @@ def test_devices_json():
     p = cli("devices", "--json")
     assert p.returncode == 0
     doc = json.loads(p.stdout)
-    assert {d["name"] for d in doc["devices"]} == {"ascend910", "ascend910b", "ascend310p", "nvidia-a100", "nvidia-v100"}
-    assert {s["name"] for s in doc["systems"]} == {"atlas800-910", "atlas800t-a2", "atlas300i-duo", "dgx-a100"}
+    assert {d["name"] for d in doc["devices"]} == {"ascend910", "ascend910b", "ascend310p", "nvidia-a100", "nvidia-h100",
+                                                   "nvidia-v100"}
+    assert {s["name"] for s in doc["systems"]} == {"atlas800-910", "atlas800t-a2", "atlas300i-duo", "dgx-a100", "dgx-h100"}
 
 
 def test_compare_table_plot_and_json(tmp_path):

@@ -111,7 +111,7 @@ def test_a_contrib_op_with_its_domain_is_fine():
     ("value: 0.5", "value: [1, 2]", "g.yaml:8:35: tensor 'b': value has 2 elements, shape [4] needs 4"),
     ("value: 0.5", "file: b.npy", "g.yaml:8:35: tensor 'b': file 'b.npy' not found (looked in .)"),
     ("device: ascend910", "device: tpu", "g.yaml:13:11: unknown device 'tpu'; known: ascend310p, ascend910, "
-                                         "ascend910b, nvidia-a100, nvidia-v100 (or give a .yaml/.yml profile path)"),
+                                         "ascend910b, nvidia-a100, nvidia-h100, nvidia-v100 (or give a .yaml/.yml profile path)"),
     ("shape: [3, 4]", "shape: [4, 3]", None),
 ])
 def test_graph_problems(old, new, expected):

@@ -43,7 +43,7 @@ def _error(path: Path | str) -> str:
 
 def test_builtins_load_sorted_and_named_after_their_files():
     profiles = builtin_profiles()
-    assert list(profiles) == ["ascend310p", "ascend910", "ascend910b", "nvidia-a100", "nvidia-v100"]
+    assert list(profiles) == ["ascend310p", "ascend910", "ascend910b", "nvidia-a100", "nvidia-h100", "nvidia-v100"]
     assert sorted(f.name for f in DATA.iterdir() if f.name.endswith(".yaml")) == [
         f"{n}.yaml" for n in profiles
     ]
@@ -111,7 +111,7 @@ def test_load_by_path_and_passthrough(tmp_path):
 
 def test_unknown_name():
     assert _error("tpu9") == (
-        "unknown device 'tpu9'; known: ascend310p, ascend910, ascend910b, nvidia-a100, nvidia-v100 (or give a .yaml/.yml profile path)"
+        "unknown device 'tpu9'; known: ascend310p, ascend910, ascend910b, nvidia-a100, nvidia-h100, nvidia-v100 (or give a .yaml/.yml profile path)"
     )
 
 

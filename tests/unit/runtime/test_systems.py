@@ -22,7 +22,7 @@ from graphexec.runtime.systems import SystemProfile, builtin_systems, load_syste
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = resources.files("graphexec.runtime") / "system_data"
-BUILTINS = ["atlas300i-duo", "atlas800-910", "atlas800t-a2", "dgx-a100"]
+BUILTINS = ["atlas300i-duo", "atlas800-910", "atlas800t-a2", "dgx-a100", "dgx-h100"]
 TOPO = {sy.DEVICES_TOPO_HCCS, sy.DEVICES_TOPO_PIX, sy.DEVICES_TOPO_PHB, sy.DEVICES_TOPO_SYS,
         sy.DEVICES_TOPO_SIO, sy.DEVICES_TOPO_HCCS_SW}
 
@@ -109,7 +109,7 @@ def test_topology_constants_match_acl_rt_h():
 def test_sources_cite_or_say_assumption_and_describe_names_the_links(name):
     s = load_system(name)
     for field, source in s.sources.items():
-        assert source.startswith(("assumption: ", "multi-device-facts.md", "HCCL ", "NVIDIA ", "A100 ", "DGX ", "measured: ", "fitted: ")), field
+        assert source.startswith(("assumption: ", "multi-device-facts.md", "HCCL ", "NVIDIA ", "A100 ", "DGX ", "measured: ", "measured (", "fitted: ")), field
     text = s.describe()
     assert text.startswith(f"{name}: {s.count} x {s.device_profile.name}") and "GB/s" in text
     jsonschema.validate(_base(name), system_json_schema())
