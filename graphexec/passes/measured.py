@@ -78,7 +78,7 @@ def retime(t: Task, us: float, profile: DeviceProfile) -> Task:
     target = us - profile.task_overhead_us
 
     def block_us(flops: float) -> float:
-        return kernel_time(profile, t.unit, t.dtype, flops, 0.0, t.block_dim)[1]
+        return kernel_time(profile, t.unit, t.dtype, flops, 0.0, t.block_dim, t)[1]
 
     low, high = 0.0, 1e6
     if block_us(low) >= target:

@@ -12,7 +12,9 @@ how the device's kernels run them (``UnitKernels``):
   ``item_fill_us`` per item (loading the first operands and draining the result: for a
   short K this fill rivals the item's compute);
 - an item computes ``flops / items`` at ``efficiency`` x the unit's peak rate for the dtype
-  (issue stalls, bank conflicts, the scalar unit's bookkeeping), times ``lone_efficiency``
+  (issue stalls, bank conflicts, the scalar unit's bookkeeping), or at its op class's
+  ``op_efficiency`` where the profile gives one (an implicit-GEMM convolution does not
+  reach what a plain GEMM does), times ``lone_efficiency``
   when a block has one item only: a core then holds no second item whose work overlaps
   the first one's loads (a GPU SM with one resident CTA hides no latency).
 
@@ -23,6 +25,9 @@ block per tile at the peak rate, no fixed cost. AI CPU kernels always do.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from graphexec.runtime.profiles import DeviceProfile
 
@@ -38,9 +43,18 @@ def blocks(profile: DeviceProfile, unit: str, tiles: int) -> int:
     return items if items < cores else cores
 
 
+def op_class(meta: Any) -> str:
+    """The op class of a kernel from its meta (a plan task, or a mapping holding one under
+    "task"): its node's ONNX op type, a fused node's first op; "" when none is known."""
+    task = meta.get("task") if isinstance(meta, Mapping) else meta
+    node = getattr(task, "node", None)
+    return node.op.split("+", 1)[0] if node is not None else ""
+
+
 def kernel_time(profile: DeviceProfile, unit: str, dtype: str, flops: float, nbytes: float,
-                tiles: int) -> tuple[int, float, float]:
-    """(blocks, one block's compute time in us, one block's bytes) of a kernel."""
+                tiles: int, meta: Any = None) -> tuple[int, float, float]:
+    """(blocks, one block's compute time in us, one block's bytes) of a kernel; ``meta``
+    (what ``op_class`` reads) picks the op class's efficiency where the profile has one."""
     tiles = tiles if tiles > 1 else 1
     peak = profile.unit_rate(unit, dtype)
     km = profile.kernels
@@ -52,6 +66,8 @@ def kernel_time(profile: DeviceProfile, unit: str, dtype: str, flops: float, nby
     n = items if items < cores else cores
     loops = -(-items // n)
     eff = u.efficiency.get(dtype) or u.efficiency["default"]
+    if u.op_efficiency is not None and meta is not None:
+        eff = u.op_efficiency.get(op_class(meta)) or eff
     if loops == 1 and u.lone_efficiency is not None:   # one item per core: nothing overlaps its loads
         eff *= u.lone_efficiency
     return n, u.block_fixed_us + loops * (flops / items / (peak * eff) + u.item_fill_us), nbytes / n

@@ -66,6 +66,10 @@ class UnitKernels(BaseModel):
     item_fill_us: NonNegative = Field(description="Pipeline fill and drain of one work item (paid per item).")
     efficiency: dict[str, Fraction] = Field(description="Achieved fraction of the peak rate by dtype; "
                                                         "'default' for the rest.")
+    op_efficiency: dict[str, Fraction] | None = Field(
+        None, description="Achieved fraction of the peak rate by op class (the ONNX op type of the kernel's "
+                          "node, a fused kernel's first op), in place of 'efficiency' for that class; none: "
+                          "every class at 'efficiency'.")
     lone_efficiency: Fraction | None = Field(
         None, description="Fraction of 'efficiency' a block reaches when it runs a single work item: no "
                           "second item is resident on its core to hide the first one's load latency (a GPU "

@@ -289,7 +289,7 @@ class Simulator:
         kind = self._kinds.get((unit, task.dtype)) or self._kind(unit, task.dtype)
         task.pool = kind[0]
         task.blocks_left, task.block_us, task.block_bytes = kernel_time(self.profile, unit, task.dtype, task.flops,
-                                                                        task.bytes, task.block_dim)
+                                                                        task.bytes, task.block_dim, task.meta)
         task.ready_t = ready = now + self._overhead
         task.stream.active = task
         self._ready.append((ready, next(self._seq), task))

@@ -128,7 +128,7 @@ class GraphTasks:
                 return None
             pool[i], pools[i] = at[name], name
             nblocks[i], block_us[i], block_bytes[i] = kernel_time(sim.profile, unit, dtype, self.flops[i],
-                                                                  self.bytes[i], self.block_dims[i])
+                                                                  self.bytes[i], self.block_dims[i], self.metas[i])
             if math.isnan(block_us[i]) or math.isnan(block_bytes[i]):
                 return None
         return names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes, nblocks

@@ -103,7 +103,7 @@ def _settle_one(sim: Any, s: Any) -> None:
                 unit, dtype = head.unit, head.dtype   # ``_queue_blocks``, unrolled
                 head.pool = (sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype))[0]
                 head.blocks_left, head.block_us, head.block_bytes = kernel_time(sim.profile, unit, dtype, head.flops,
-                                                                                head.bytes, head.block_dim)
+                                                                                head.bytes, head.block_dim, head.meta)
                 head.ready_t = ready = now + sim._overhead
                 s.active = head
                 sim._ready.append((ready, next(sim._seq), head))

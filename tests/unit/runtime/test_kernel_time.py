@@ -4,6 +4,7 @@ each checked against the formula worked out by hand."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from graphexec import acl
@@ -85,3 +86,44 @@ def test_a_block_with_one_item_reaches_lone_efficiency_of_its_rate():
     # none set: a lone item runs at the plain efficiency
     plain = _profile()
     assert kernel_time(plain, "cube", "float16", 3 * PEAK, 0.0, 3)[1] == pytest.approx(1.0 + (2.0 + 0.5))
+
+
+def test_an_op_class_with_its_own_efficiency_takes_it_in_place_of_the_dtype_one():
+    from types import SimpleNamespace
+
+    from graphexec.runtime.kernel_time import op_class
+
+    unit = UnitKernels(split=1, block_fixed_us=0.0, item_fill_us=0.0, efficiency={"default": 0.5},
+                       op_efficiency={"Conv": 0.25})
+    km = KernelModel(cube=unit, vector=unit, l2_bytes=1 << 20, l2_bandwidth_gbps=1000.0)
+    p = load_profile("ascend310p").model_copy(update={"kernels": km})
+    conv = SimpleNamespace(node=SimpleNamespace(op="Conv"))
+    fused = {"task": SimpleNamespace(node=SimpleNamespace(op="Conv+Relu"))}   # a fused kernel: its first op
+    gemm = SimpleNamespace(node=SimpleNamespace(op="Gemm"))
+    assert (op_class(conv), op_class(fused), op_class(gemm), op_class(None)) == ("Conv", "Conv", "Gemm", "")
+    # 8 items of 1 us of peak work on 8 cores: 4 us at 0.25 (a Conv), 2 us at 0.5 (anything else)
+    assert kernel_time(p, "cube", "float16", 8 * PEAK, 0.0, 8, conv)[1] == pytest.approx(4.0)
+    assert kernel_time(p, "cube", "float16", 8 * PEAK, 0.0, 8, fused)[1] == pytest.approx(4.0)
+    assert kernel_time(p, "cube", "float16", 8 * PEAK, 0.0, 8, gemm)[1] == pytest.approx(2.0)
+    assert kernel_time(p, "cube", "float16", 8 * PEAK, 0.0, 8)[1] == pytest.approx(2.0)   # no meta: the dtype's
+
+
+def test_a_compiled_conv_and_gemm_on_a_gpu_profile_take_their_own_efficiencies():
+    import graphexec as gx
+
+    v100 = load_profile("nvidia-v100")
+    assert v100.kernels is not None and v100.kernels.cube.op_efficiency == {"Conv": 0.88}
+    b = gx.GraphBuilder("cg")
+    x = b.input("x", "float32", [64, 64, 32, 32])
+    y = b.Conv(x, np.zeros((64, 64, 3, 3), np.float32), pads=[1, 1, 1, 1])
+    b.output(b.Gemm(b.Reshape(y, np.array([64, -1], np.int64)), np.zeros((65536, 256), np.float32)))
+    tasks = {t.node.op.split("+")[0]: t for t in gx.Session(b.build(), device=v100).compile().tasks.tasks
+             if t.node is not None and t.unit == "cube"}
+    peak = v100.unit_rate("cube", "float32")
+    for op, eff in (("Conv", 0.88), ("Gemm", 0.98)):
+        t = tasks[op]
+        n, us, _ = kernel_time(v100, "cube", "float32", t.flops, 0.0, t.block_dim, t)
+        items = -(-t.block_dim // 16)
+        loops = -(-items // n)
+        eff *= 0.75 if loops == 1 else 1.0   # lone_efficiency: one tile per SM
+        assert us == pytest.approx(2.0 + loops * (t.flops / items / (peak * eff) + 1.0))

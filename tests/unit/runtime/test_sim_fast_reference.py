@@ -294,7 +294,8 @@ class PlainSimulator:
 
     def _start_kernel(self, task: DeviceTask) -> None:
         task.blocks_left, task.block_us, task.block_bytes = kernel_time(self.profile, task.unit, task.dtype,
-                                                                        task.flops, task.bytes, task.block_dim)
+                                                                        task.flops, task.bytes, task.block_dim,
+                                                                        task.meta)
         task.ready_t = self.now + self._overhead
         task.stream.active = task
         self._at(task.ready_t, self._ready, task)
