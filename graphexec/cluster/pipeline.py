@@ -1,7 +1,7 @@
 """Pipeline parallelism: the graph cut into one contiguous stage per card, micro-batches
 flowing through the stages GPipe-style.
 
-The cut (``passes/pipeline_cut.py``) balances the stages on the cost model: a one-device
+The cut (``passes/partition.py``, by ``passes/pipeline_cut.py``) balances the stages on the cost model: a one-device
 plan compiled for one micro-batch (freed of a declared fixed batch first,
 ``passes/free_batch.py``) gives each node's time and each value's bytes, and a dynamic
 program minimizes the slowest stage, the peer copies of the values that cross into it
@@ -35,7 +35,8 @@ from graphexec.cluster.stats import MultiResult, multi_stats
 from graphexec.engine.compiled import Compiled, clone_graph, compile, compile_graph, gc_paused
 from graphexec.engine.feeds import signature
 from graphexec.ir import Graph, TensorType
-from graphexec.passes.pipeline_cut import Stage, cut, node_costs, stage_graph, value_bytes
+from graphexec.passes.partition import partition
+from graphexec.passes.pipeline_cut import Stage
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.stream import Event
 
@@ -81,15 +82,11 @@ class PipelineParallel(SimulatedMode):
             whole = compile(clone_graph(graph), opts, cl.profile)
         system = cl.spread.system
         links = [system.link(max(s - 1, 0), s) if s else system.link(0, 1) for s in range(cl.devices)]
-        stages = cut(graph, cl.devices, node_costs(whole), value_bytes(whole), links)
-        known = {n: v.type for n, v in whole.graph.values.items() if v.type.is_static}
-        plans = []
-        for st in stages:
-            g = stage_graph(graph, st, {**known, **types})
-            stage_types = {x: types[x] if x in types else known[x] for x in g.inputs}
-            plans.append(compile_graph(clone_graph(g), replace(cl.options, input_types=stage_types), cl.profile,
-                                       device=cl.device(st.index)))
-        return _Pipeline(graph, stages, plans)
+        cut = partition(graph, "pipeline", cl.devices, types, costs=whole, links=links)
+        plans = [compile_graph(clone_graph(part.graph), replace(cl.options, input_types=part.input_types), cl.profile,
+                               device=cl.device(st.index))
+                 for st, (part,) in zip(cut.stages, cut.cards)]
+        return _Pipeline(graph, cut.stages, plans)
 
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         return self.pipeline(feeds).plans[0]

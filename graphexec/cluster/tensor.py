@@ -1,9 +1,9 @@
 """Tensor parallelism: Megatron-style splits, each card holding its shard of the weights.
 
-The graph is typed for the feeds' shapes and split (``passes/tensor_split.py``): MatMul/
-Gemm pairs become column- then row-parallel with one all-reduce (sum) of the partial
-outputs, a Conv splits by output channels with an all-gather; everything else is
-replicated on every card, which computes it identically.
+The graph is typed for the feeds' shapes and split (``passes/partition.py``, by
+``passes/tensor_split.py``): MatMul/Gemm pairs become column- then row-parallel with one
+all-reduce (sum) of the partial outputs, a Conv splits by output channels with an
+all-gather; everything else is replicated on every card, which computes it identically.
 Each card's graph is cut at the collectives into segments, each compiled on its own for
 that card (its own memory plan, its own weight shards). A run launches, on every card,
 segment after segment, each behind events on what it reads: host copies of graph inputs,
@@ -34,8 +34,8 @@ from graphexec.hccl.graph_ops import Op, Part
 from graphexec.ir import Graph
 from graphexec.passes.fusion_groups import origin_name
 from graphexec.passes.makespan_bounds import fastest_us
-from graphexec.passes.shape_inference import fold_constants, infer_types
-from graphexec.passes.tensor_split import Collective, Segment, Worth, segments, split_graph
+from graphexec.passes.partition import partition
+from graphexec.passes.tensor_split import Collective, Segment, Worth
 from graphexec.plan.tasks import TaskKind
 from graphexec.profiling.record import RunRecord
 from graphexec.runtime.sim import DeviceTask
@@ -73,30 +73,20 @@ class TensorParallel(SimulatedMode):
         return got
 
     def _compile(self, graph: Graph, types: dict[str, Any]) -> Plans:
-        cl, n = self.cluster, self.cluster.devices
-        typed = clone_graph(graph)
-        for name, t in types.items():
-            typed.values[name].type = t
-        for _ in range(4):   # as the shapes pass: weights built by ConstantOfShape become constants
-            step = fold_constants(typed) if cl.options.fold else False
-            if not (infer_types(typed) or step):
-                break
-        split = split_graph(typed, n, _worth(cl, typed, types))
+        cl = self.cluster
+        split = partition(graph, "tensor", cl.devices, types, fold=cl.options.fold,
+                          worth=lambda typed: _worth(cl, typed, types))
         cards: list[list[Compiled]] = []
-        segs0: list[Segment] = []
         total = 0.0
-        for r, g in enumerate(split.cards):
-            segs = segments(g, split.collectives)
-            segs0 = segs0 or segs
+        for r, parts in enumerate(split.cards):
             plans = []
-            for seg in segs:
-                opts = replace(cl.options, input_types={i: seg.graph.values[i].type for i in seg.graph.inputs})
-                plan = compile_graph(clone_graph(seg.graph), opts, cl.profile, device=cl.device(r))
+            for part in parts:
+                opts = replace(cl.options, input_types=part.input_types)
+                plan = compile_graph(clone_graph(part.graph), opts, cl.profile, device=cl.device(r))
                 total += plan.compile_s
                 plans.append(plan)
             cards.append(plans)
-        report = dict(split.report, segments=len(segs0))
-        return Plans(segs0, cards, split.collectives, report, total)
+        return Plans(split.segments, cards, split.collectives, split.report, total)
 
     def compile(self, feeds: Mapping[str, Any] | None) -> Compiled:
         return self.plans(feeds).cards[0][0]

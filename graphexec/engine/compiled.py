@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 from functools import partial
 from types import MappingProxyType
@@ -21,7 +20,8 @@ from graphexec.engine.steps import Steps
 from graphexec.engine.threads import Overlap, Workers
 from graphexec.engine.weights import WeightRegion, WeightStore
 from graphexec.errors import OutOfMemoryError
-from graphexec.ir import Graph, Node, Value
+from graphexec.ir import Graph
+from graphexec.ir.clone import clone_graph
 from graphexec.kernels import parallel
 from graphexec.kernels.quiet import run_quietly
 from graphexec.passes.base import CompileState, PassManager
@@ -80,21 +80,6 @@ def compile_graph(graph: Graph, options: CompileOptions, profile: DeviceProfile,
     with gc_paused():   # plan set-up makes many small objects too
         plan = compile(graph, options, profile)
         return Compiled(plan, time.perf_counter() - t0, device)
-
-
-def clone_graph(graph: Graph) -> Graph:
-    """A copy whose nodes and values passes may change; constants are shared, not copied."""
-    with gc_paused():   # thousands of small objects: a collection midway rescans the whole graph
-        return _clone(graph)
-
-
-def _clone(graph: Graph) -> Graph:
-    g = copy.copy(graph)
-    g.nodes = [Node(n.name, n.op, n.inputs, n.outputs, n.attrs, n.domain, n.implicit_inputs, n.proto, dict(n.meta))
-               for n in graph.nodes]   # built directly: copy.copy of a slotted dataclass is 5x slower
-    g.values = {k: Value(v.name, v.type, v.const) for k, v in graph.values.items()}
-    g.meta = dict(graph.meta)
-    return g
 
 
 # the diagnosis' actions compile a plan's graph again with other options (``profiling/actions.py``)
