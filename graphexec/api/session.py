@@ -25,6 +25,7 @@ from graphexec.engine.compiled import Compiled, clone_graph, compile
 from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.feed_values import as_feeds, check_mapping
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
+from graphexec.engine.loaded import run
 from graphexec.engine.resident import LoadedPlans
 from graphexec.engine.result import Result
 from graphexec.engine.threads import Workers
@@ -182,7 +183,7 @@ class Session:
         if self.threads > 1 and self._workers is None:
             self._workers = Workers(self.threads)
             weakref.finalize(self, self._workers.pool.shutdown, wait=False)
-        return compiled.run(feeds, self._workers, keep=keep)
+        return run(compiled, feeds, workers=self._workers, keep=keep)
 
     def simulate(self, feeds: Mapping[str, Any] | None = None,
                  shapes: Mapping[str, tuple[int, ...]] | None = None) -> Result:
@@ -212,8 +213,8 @@ class Session:
         compiled = self._compile(run_feeds)   # the lock is held
         why = compiled.needs_values
         if why is None:
-            return compiled.run(run_feeds, compute=False)
-        return computed(compiled.run(run_feeds, self._workers), why)
+            return run(compiled, run_feeds, compute=False)
+        return computed(run(compiled, run_feeds, workers=self._workers), why)
 
     def decode(self, prompt: Sequence[int], steps: int) -> Decoded:
         """A decode loop on a decoder exported with its KV cache: the prompt step, then

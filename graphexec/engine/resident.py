@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from graphexec._limits import gc_paused
 from graphexec.engine.compiled import Compiled
+from graphexec.engine.loaded import load
 from graphexec.engine.weights import WeightStore
 from graphexec.errors import OutOfMemoryError
 from graphexec.plan import CompileOptions, Plan
@@ -85,7 +86,8 @@ class LoadedPlans:
     def _fit(self, plan: Plan) -> Compiled:
         while True:
             try:
-                return Compiled(plan, 0.0, *self._home(), own=True)
+                device, weights = self._home()
+                return load(plan, device, weights=weights)
             except OutOfMemoryError as e:
                 if not self._plans or "the plan needs" in str(e):   # alone it cannot fit either
                     raise OutOfMemoryError(f"{e}; {self.pools()}") from None

@@ -106,3 +106,29 @@ def test_memory_pressure_evicts_before_it_fails():
 def test_max_plans_is_checked():
     with pytest.raises(gx.GraphExecError, match="max_plans must be an int >= 1"):
         gx.Session(_mlp(), max_plans=0)
+
+
+def test_the_executor_is_load_and_run_over_a_device():
+    """``load(plan, device)`` and ``run(loaded, feeds)``: two plans of one model on one
+    device share its weights; a run is the session's, and a timing-only one its numbers."""
+    from graphexec.engine.compiled import clone_graph, compile
+    from graphexec.engine.feeds import check_feeds
+    from graphexec.engine.loaded import load, run
+    from graphexec.engine.weights import WeightStore
+    from graphexec.plan import CompileOptions
+    from graphexec.runtime.device import Device
+
+    graph, profile = _mlp(), load_profile("ascend910")
+    plans = {b: compile(clone_graph(graph), CompileOptions(input_types=check_feeds(graph, _feeds(b))), profile)
+             for b in (1, 5)}
+    device = Device(profile, graph_mode=True)
+    store = WeightStore(device)
+    loaded = {b: load(p, device, weights=store) for b, p in plans.items()}
+    assert store.uploads == 3 and all(x.device is device for x in loaded.values())
+    for b, x in loaded.items():
+        ours, session = run(x, _feeds(b)), gx.Session(graph).run(_feeds(b))
+        np.testing.assert_array_equal(ours.outputs["y"], session.outputs["y"])
+        assert _numbers(ours) == _numbers(session)
+        assert _numbers(run(x, _feeds(b), compute=False))[1] == session.trace
+    with pytest.raises(gx.GraphExecError, match="weight store belongs to another device"):
+        load(plans[1], Device(profile), weights=store)
