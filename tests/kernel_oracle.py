@@ -50,3 +50,33 @@ def check_kernel(op: str, inputs: list[np.ndarray | None], attrs: dict[str, Any]
         assert o.shape == r.shape, f"{op}: shape {o.shape} != {r.shape}"
         assert o.dtype == r.dtype, f"{op}: dtype {o.dtype} != {r.dtype}"
         np.testing.assert_allclose(o, r, rtol=rtol, atol=atol, err_msg=op)
+
+
+def node_cases_without_fallback(pattern: str) -> list[tuple[str, bool, list[str]]]:
+    """Run the ONNX backend node tests whose name matches ``pattern`` (a regex) as the
+    conformance suite does; per case: its name, whether it passed, and the ops it ran
+    through the reference fallback (an own kernel should leave this empty)."""
+    import re
+    import sys
+    import warnings
+    from pathlib import Path
+
+    import graphexec as gx
+
+    sys.path.insert(0, str(Path(__file__).parent / "e2e"))
+    from node_suite import _normalize, collect, run_case
+
+    out = []
+    for case in collect():
+        if not re.search(pattern, case.name):
+            continue
+        res = run_case(case)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            session = gx.Session(gx.load(case.model))
+            inputs = case.data_sets[0][0]
+            feeds = dict(zip(session.graph.inputs, [_normalize(x) for x in inputs]))
+            session.run(feeds)
+            runners = session.compile(feeds).plan.runners.values()
+        out.append((case.name, res.ok, sorted(r.node.op for r in runners if getattr(r, "uses_fallback", False))))
+    return out

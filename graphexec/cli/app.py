@@ -24,6 +24,7 @@ from graphexec.cli import files as cli_files
 from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
 from graphexec.cli.args import UsageError
+from graphexec.cli.fallbacks import session_fallbacks
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
 from graphexec.passes.precision import MODES as PRECISION_MODES
@@ -129,6 +130,8 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
         print(f"  output {name}: {summarize(value)}")
     print(f"  simulated device time {s.makespan_us:,.1f} us (lower bound {s.lower_bound_us:,.1f} us)")
     print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
+    if (line := session_fallbacks(session)) is not None:
+        print(line)
     if s.precision_mode:
         print(f"  precision: timed in {s.precision_mode}, outputs computed "
               f"{'as the model defines them' if s.precision_computed == 'model' else 'in ' + s.precision_computed}")

@@ -16,6 +16,7 @@ from graphexec.kernels import (  # noqa: F401
     contrib_rotary,
     contrib_shapes,
     conv,
+    detection,
     elementwise,
     erf,
     nn,

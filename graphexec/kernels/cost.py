@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from graphexec.kernels import registry
+
 CUBE_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MatMulInteger", "QLinearMatMul",
             "QLinearConv", "ConvInteger", "Einsum",
             # com.microsoft's quantized GEMMs
@@ -93,6 +95,11 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
     out = tuple(out_shapes[0]) if out_shapes and out_shapes[0] is not None else ()
     if on_aicpu:
         return Cost(float(_numel(out)), moved, "aicpu", 1)
+    own = registry.cost_rule(op, domain)
+    if own is not None:
+        rule = own(in_shapes, out_shapes, moved, attrs)
+        if rule is not None:
+            return rule
     if domain == "com.microsoft":
         from graphexec.kernels.contrib_cost import contrib_cost  # contrib_cost imports this module
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -44,6 +46,8 @@ class NodeRunner:
         self._graph = graph
         self._fallback: Fallback | None = None
         self.uses_fallback = self.fn is None
+        self.fallback_calls = 0       # runs through the reference so far, and their host seconds
+        self.fallback_s = 0.0
 
     def _check(self, check: registry.CheckFn, graph: Graph) -> None:
         """Refuse at compile time a node whose attributes the kernel refuses, where the
@@ -95,6 +99,7 @@ class NodeRunner:
 
     def _run_fallback(self, values: dict[str, Any]) -> dict[str, Any]:
         node = self.node
+        t0 = time.perf_counter()   # the reference is slow enough that timing it costs nothing
         try:
             return self.fallback()(values)
         except UnsupportedOpError:
@@ -102,3 +107,42 @@ class NodeRunner:
         except Exception as e:  # noqa: BLE001  (the reference raises anything)
             raise KernelError(f"node {node}: {node.op} failed in the onnx reference fallback: "
                               f"{type(e).__name__}: {e}") from None
+        finally:
+            self.fallback_calls += 1
+            self.fallback_s += time.perf_counter() - t0
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackUse:
+    """One op type that ran through the onnx reference: its nodes, calls and host seconds."""
+
+    op: str
+    domain: str
+    nodes: int
+    calls: int
+    seconds: float
+
+
+def node_runners(runners: Iterable[Any]) -> Iterable[NodeRunner]:
+    """The NodeRunners in ``runners``, a fused chain's members and a wrapped runner's inner one included."""
+    for r in runners:
+        if isinstance(r, NodeRunner):
+            yield r
+        elif hasattr(r, "members"):
+            yield from node_runners(r.members)
+        elif hasattr(r, "plain"):   # a host-fused Conv: its plain runner falls back for it
+            yield from node_runners([r.plain])
+        elif hasattr(r, "inner"):
+            yield from node_runners([r.inner])
+
+
+def fallback_uses(runners: Iterable[Any]) -> list[FallbackUse]:
+    """Per op type run by the reference fallback so far, most host time first: what a user
+    reads to see which ops have no own kernel on their model, and what that costs."""
+    by_op: dict[tuple[str, str], list[NodeRunner]] = {}
+    for r in node_runners(runners):
+        if r.fallback_calls:
+            by_op.setdefault((r.node.domain, r.node.op), []).append(r)
+    uses = [FallbackUse(op, domain, len(rs), sum(r.fallback_calls for r in rs), sum(r.fallback_s for r in rs))
+            for (domain, op), rs in by_op.items()]
+    return sorted(uses, key=lambda u: (-u.seconds, u.domain, u.op))

@@ -30,6 +30,9 @@ CheckFn = Callable[["OpContext"], "str | None"]
 # call that returns exactly what ``fn`` would (numpy's warnings off, as ``run_quietly`` leaves
 # them), or None where that is not known ahead; a plan's replay binds each kernel once
 BindFn = Callable[..., "Callable[[], Any] | None"]
+# ``cost(in_shapes, out_shapes, moved_bytes, attrs)``: the node's ``kernels.cost.Cost`` from its
+# static shapes (None where unknown), or None to leave it to the default rule
+CostFn = Callable[[list, list, float, dict], Any]
 
 _MISSING = object()
 
@@ -76,7 +79,8 @@ class KernelDef:
     """A registered kernel: the function plus the opset range it serves; a custom kernel
     also keeps its shape and cost rules here (``rules``, see ``kernels/custom.py``), and
     ``check`` says at compile time why the kernel refuses a node's attributes; ``bind``
-    makes its call on fixed arguments (see ``BindFn``)."""
+    makes its call on fixed arguments (see ``BindFn``); ``cost`` is the op's own cost rule
+    (see ``CostFn``), where the default (elements touched) is far from its work."""
 
     op: str
     domain: str
@@ -87,6 +91,7 @@ class KernelDef:
     rules: Any = None
     check: CheckFn | None = None
     bind: BindFn | None = None
+    cost: CostFn | None = None
 
 
 _REGISTRY: dict[tuple[str, str], list[KernelDef]] = {}
@@ -95,7 +100,7 @@ _DOMAINS: dict[str, set[str]] = {}   # op -> the domains that register it (a bui
 
 def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
              out: bool = False, rules: Any = None, check: CheckFn | None = None,
-             bind: BindFn | None = None) -> Callable[[KernelFn], KernelFn]:
+             bind: BindFn | None = None, cost: CostFn | None = None) -> Callable[[KernelFn], KernelFn]:
     """Decorator: register ``fn`` as the kernel of ``op`` for opsets ``since..until``.
 
     Example:
@@ -108,7 +113,7 @@ def register(op: str, domain: str = "", since: int = 1, until: int = 10_000,
         defs = _REGISTRY.setdefault((domain, op), [])
         _DOMAINS.setdefault(op, set()).add(domain)
         defs[:] = [d for d in defs if (d.since, d.until) != (since, until)]
-        defs.append(KernelDef(op, domain, fn, since, until, out, rules, check, bind))
+        defs.append(KernelDef(op, domain, fn, since, until, out, rules, check, bind, cost))
         return fn
 
     return wrap
@@ -143,6 +148,12 @@ def lookup_def(op: str, domain: str = "", opset: int = 10_000) -> KernelDef | No
         if d.since <= opset <= d.until:
             return d
     return None
+
+
+def cost_rule(op: str, domain: str = "") -> CostFn | None:
+    """The own cost rule of ``op`` (its newest registration's), or None."""
+    defs = _REGISTRY.get(("" if domain == "ai.onnx" else domain, op))
+    return defs[-1].cost if defs else None
 
 
 def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> TypeGuard[np.ndarray]:

@@ -5,6 +5,9 @@ Column names follow msprof's so the files read like the ones people already know
 the device profile's roofline for the task alone: its compute time on the cores it may
 use against its bytes over the whole HBM bandwidth, and "overhead" when both are shorter
 than the fixed cost of a task (device dispatch or host launch, whichever is larger).
+Host Kernel says what computed the task's values on the host: "own" (graphexec's numpy
+kernel) or "reference" (onnx.reference's Python, far slower: the ops to look at when a run
+is slow on the host; the run summary gives their host time).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from graphexec.profiling.record import RunRecord
 
 SUMMARY_COLUMNS = ("Op Name", "OP Type", "Task Type", "Stream ID", "Task Start Time(us)", "Task Duration(us)",
                    "Task Wait Time(us)", "Block Dim", "Input Shapes", "Input Data Types", "Output Shapes",
-                   "Output Data Types", "FLOPs", "Bytes", "Bound")
+                   "Output Data Types", "FLOPs", "Bytes", "Bound", "Host Kernel")
 STATISTIC_COLUMNS = ("OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
                      "Max Time(us)", "Ratio(%)")
 
@@ -67,7 +70,7 @@ def _tensors(graph: Any, names: Iterable[str]) -> tuple[str, str]:
     return ";".join(shapes), ";".join(dtypes)
 
 
-def _row(t: Any, wait: float, graph: Any, profile: Any) -> dict[str, Any]:
+def _row(t: Any, wait: float, graph: Any, profile: Any, runners: Any) -> dict[str, Any]:
     task = t.meta.get("task")
     node = getattr(task, "node", None)
     ins, in_types = _tensors(graph, node.inputs if node is not None else [])
@@ -78,7 +81,22 @@ def _row(t: Any, wait: float, graph: Any, profile: Any) -> dict[str, Any]:
             "Task Duration(us)": t.end_t - t.start_t, "Task Wait Time(us)": wait, "Block Dim": t.block_dim,
             "Input Shapes": ins, "Input Data Types": in_types, "Output Shapes": outs,
             "Output Data Types": out_types, "FLOPs": int(round(t.flops)), "Bytes": int(round(t.bytes)),
-            "Bound": roofline(t, profile)[0]}
+            "Bound": roofline(t, profile)[0], "Host Kernel": _host_kernel(t, runners)}
+
+
+def _runners(record: Any) -> Any:
+    """The runners of the record's plan by task id (none for a record without one)."""
+    return getattr(getattr(record, "plan", None), "runners", None) or {}
+
+
+def _host_kernel(t: Any, runners: Any) -> str:
+    """"reference" for a task whose runner ran (or will run) through onnx.reference, "own"
+    for another kernel, "" for a copy or a task without a runner."""
+    task = t.meta.get("task")
+    runner = runners.get(task.id) if task is not None and t.kind != "memcpy" else None
+    if runner is None or getattr(runner, "node", None) is not getattr(task, "node", None):   # a body's task
+        return ""
+    return "reference" if getattr(runner, "uses_fallback", False) else "own"
 
 
 def op_rows(record: RunRecord | Any) -> list[dict[str, Any]]:
@@ -89,7 +107,7 @@ def op_rows(record: RunRecord | Any) -> list[dict[str, Any]]:
     for t in work(record.tasks):
         wait = t.start_t - last_end[t.stream.id] if t.stream.id in last_end else 0.0
         last_end[t.stream.id] = t.end_t
-        rows.append(_row(t, max(0.0, wait), record.graph, record.profile))
+        rows.append(_row(t, max(0.0, wait), record.graph, record.profile, _runners(record)))
     return rows
 
 

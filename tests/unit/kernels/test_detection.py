@@ -1,0 +1,75 @@
+"""NonMaxSuppression (and RoiAlign) against onnx's reference, the ONNX node tests and the
+plain pair-by-pair loop the fast path replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from kernel_oracle import node_cases_without_fallback
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from graphexec.kernels import cost_ops
+from graphexec.kernels.cost import node_cost
+from graphexec.kernels.detection import nms_plain, non_max_suppression
+from graphexec.kernels.registry import OpContext
+
+RNG = np.random.default_rng(35)
+
+
+def _reference(boxes, scores, m, iou, score, center):
+    node = helper.make_node("NonMaxSuppression", ["b", "s", "m", "i", "t"], ["y"], center_point_box=center)
+    graph = helper.make_graph([node], "g", [onnx.ValueInfoProto(name=n) for n in "bsmit"],
+                              [onnx.ValueInfoProto(name="y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    return ReferenceEvaluator(model).run(None, dict(b=boxes, s=scores, m=m, i=iou, t=score))[0]
+
+
+def _boxes(b, n, center, rounded):
+    xy = RNG.uniform(0, 100, (b, n, 2)).astype(np.float32)
+    wh = RNG.uniform(-2, 30, (b, n, 2)).astype(np.float32)   # some flipped or empty boxes
+    boxes = np.concatenate([xy, wh] if center else [xy, xy + wh], axis=-1)
+    return np.round(boxes) if rounded else boxes
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_nms_equals_the_reference(trial):
+    """Random boxes, ties in scores and rounded (touching) boxes, both box formats, past a chunk."""
+    b, c, n = 1 + trial % 2, 1 + trial % 3, [1, 7, 150, 300][trial % 4]
+    center = trial % 2
+    boxes = _boxes(b, n, center, rounded=trial % 3 == 0)
+    scores = RNG.random((b, c, n)).astype(np.float32)
+    if trial % 4 == 1:
+        scores = np.round(scores * 4) / 4
+    m = np.array([[5, 40, 1000][trial % 3]], dtype=np.int64)
+    iou = np.array([[0.0, 0.3, 0.5, 0.7][trial % 4]], dtype=np.float32)
+    score = np.array([[0.0, 0.2][trial % 2]], dtype=np.float32)
+    ours = non_max_suppression(OpContext("NonMaxSuppression", {"center_point_box": center}), boxes, scores, m, iou,
+                               score)
+    ref = _reference(boxes, scores, m, iou, score, center)
+    assert ours.dtype == np.int64 and ours.shape == ref.shape
+    np.testing.assert_array_equal(ours, ref)
+    for bi in range(b):   # the plain loop selects the same boxes
+        for ci in range(c):
+            rows = ours[(ours[:, 0] == bi) & (ours[:, 1] == ci), 2]
+            np.testing.assert_array_equal(rows, nms_plain(boxes[bi], scores[bi, ci], int(m[0]), iou[0], score[0],
+                                                          center))
+
+
+def test_nms_without_max_boxes_selects_nothing():
+    boxes, scores = _boxes(1, 4, 0, False), RNG.random((1, 1, 4)).astype(np.float32)
+    assert non_max_suppression(OpContext("NonMaxSuppression"), boxes, scores).shape == (0, 3)
+
+
+def test_nms_node_tests_run_the_own_kernel():
+    cases = node_cases_without_fallback(r"^test_nonmaxsuppression_")
+    assert len(cases) >= 10
+    assert all(ok and not fallback for _, ok, fallback in cases), cases
+
+
+def test_nms_cost_counts_box_pairs():
+    cost = node_cost("NonMaxSuppression", [(1, 1000, 4), (1, 2, 1000), (1,), (1,), (1,)], 24_000, [None], 0, {},
+                     False)
+    assert cost.unit == "vector" and cost.block_dim == 2
+    assert cost.flops == pytest.approx(2 * (1000 * 10 + cost_ops.IOU_OPS * 1000 * 999 / 2))
