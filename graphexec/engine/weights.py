@@ -9,6 +9,10 @@ The first plan's weights are laid out exactly as its memory plan says (one regio
 offsets, one upload per weight in plan order): a plan alone on its device is placed as
 it always was. A later plan's constants not yet on the device get a region of their own,
 packed in plan order at the plan's alignment.
+
+A constant folded at compile time (a transposed weight, a BatchNorm folded into a Conv,
+a shape) is a new array in every plan, the same bytes under the same name: it is found by
+name and compared byte for byte, so it too is held once, not once per signature.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class WeightStore:
     def __init__(self, device: Any) -> None:
         self.device = device
         self._at: dict[tuple[str, int], tuple[np.ndarray, int, WeightRegion]] = {}
+        self._named: dict[str, list[tuple[str, int]]] = {}   # tensor name -> its keys in ``_at``
         self._unwritten: list[tuple[np.ndarray, np.ndarray, WeightRegion]] = []   # views, the bytes they wait for
         self.uploads = 0          # weights copied to the device so far (each once while held)
         self.uploaded_bytes = 0
@@ -55,13 +60,28 @@ class WeightStore:
         """Each planned weight's device address, uploading (on the device clock now) those
         not yet on the device; and the regions the plan now uses (``release`` them)."""
         entries = [(e, _const(graph, e)) for e in memory_plan.buffers if e.region == "weight"]
-        new = [(e, c) for e, c in entries if (e.tensor, id(c)) not in self._at]
+        new = [(e, c) for e, c in entries if (e.tensor, id(c)) not in self._at and not self._same_bytes(e.tensor, c)]
         if new or not entries:
             self._upload(new, memory_plan.region_bytes["weight"] if len(new) == len(entries) else None)
         used = {id(self._at[(e.tensor, id(c))][2]): self._at[(e.tensor, id(c))][2] for e, c in entries}
         for region in used.values():
             region.users += 1
         return {e.tensor: self._at[(e.tensor, id(c))][1] for e, c in entries}, list(used.values())
+
+    def _same_bytes(self, name: str, const: np.ndarray) -> bool:
+        """Whether a constant of ``name`` with ``const``'s bytes is on the device already (a
+        folded weight another plan made); if so ``const`` is keyed to that copy."""
+        for key in self._named.get(name, ()):
+            held, addr, region = self._at[key]
+            if held.dtype == const.dtype and held.shape == const.shape and _bytes(held) == _bytes(const):
+                self._key((name, id(const)), const, addr, region)   # kept alive with its key: its id stays its own
+                return True
+        return False
+
+    def _key(self, key: tuple[str, int], const: np.ndarray, addr: int, region: WeightRegion) -> None:
+        self._at[key] = (const, addr, region)
+        self._named.setdefault(key[0], []).append(key)
+        region.keys.append(key)
 
     def _upload(self, new: list[tuple[PlanEntry, np.ndarray]], planned: int | None) -> None:
         """A region for ``new`` (at the plan's offsets when ``planned``, its weight bytes),
@@ -75,9 +95,7 @@ class WeightStore:
                 size += align(e.size)
         region = WeightRegion(self.device.memory.alloc(size, tag="weight"), size)
         for (e, const), off in zip(new, offsets):
-            key = (e.tensor, id(const))
-            self._at[key] = (const, region.base + off, region)
-            region.keys.append(key)
+            self._key((e.tensor, id(const)), const, region.base + off, region)
             self.device.memcpy_sync(const.nbytes, "h2d", _nothing)
             self._unwritten.append((self.device.view(region.base + off, const.dtype, const.shape), const, region))
             self.uploads += 1
@@ -97,8 +115,13 @@ class WeightStore:
             if region.users == 0:
                 for key in region.keys:
                     del self._at[key]
+                    self._named[key[0]].remove(key)
                 self._unwritten = [u for u in self._unwritten if u[2] is not region]
                 self.device.memory.free(region.base)
+
+
+def _bytes(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
 
 
 def _const(graph: Graph, e: PlanEntry) -> np.ndarray:

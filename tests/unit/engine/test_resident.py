@@ -132,3 +132,25 @@ def test_the_executor_is_load_and_run_over_a_device():
         assert _numbers(run(x, _feeds(b), compute=False))[1] == session.trace
     with pytest.raises(gx.GraphExecError, match="weight store belongs to another device"):
         load(plans[1], Device(profile), weights=store)
+
+
+def test_a_folded_weight_is_held_once_across_signatures():
+    """x @ Transpose(W): the Transpose folds at compile time into a new array in every
+    signature's plan, the same bytes under the same name; the device holds it once."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]), helper.make_node("MatMul", ["x", "Wt"], ["y"])]
+    g = helper.make_graph(nodes, "folded", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+                          [numpy_helper.from_array(w, "W")])
+    graph = gx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    s = gx.Session(graph)
+    for b in (1, 5, 7):
+        np.testing.assert_allclose(s.run(_feeds(b)).outputs["y"], _feeds(b)["x"] @ w.T, rtol=1e-6)
+    plans = list(s.plans._plans.values())
+    folded = [p.graph.values["Wt"].const for p in plans]
+    assert len({id(c) for c in folded}) == 3 and all(p.memory_plan.by_name["Wt"].region == "weight" for p in plans)
+    assert s.plans.weights.uploads == 1 and len({p.weight_at["Wt"] for p in plans}) == 1
+    s.plans._evict()   # the first plan out: the copy stays for the others
+    assert s.plans.weights.uploads == 1 and s.plans.weights.held_bytes > 0
+    np.testing.assert_allclose(s.run(_feeds(7)).outputs["y"], _feeds(7)["x"] @ w.T, rtol=1e-6)
