@@ -245,21 +245,24 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     from graphexec.runtime.profiles import builtin_profiles
+    from graphexec.runtime.provenance import note, provenance
     from graphexec.runtime.systems import builtin_systems, load_system
 
     profiles = builtin_profiles()
     systems = [load_system(name) for name in builtin_systems()]
     if args.json:
-        print(json.dumps({"devices": [p.model_dump() for p in profiles.values()],
-                          "systems": [s.model_dump(mode="json") for s in systems]}, indent=2))
+        print(json.dumps({"devices": [{**p.model_dump(), "calibration": provenance(p.sources)}
+                                      for p in profiles.values()],
+                          "systems": [{**s.model_dump(mode="json"), "calibration": provenance(s.sources)}
+                                      for s in systems]}, indent=2))
         return 0
     for p in profiles.values():
         print(f"{p.name:12s} {p.ai_cores:3d} AI cores ({'coupled' if p.coupled else 'separated'}), "
               f"{p.peak_tflops.cube['float16']:g} TFLOPS fp16 cube, {p.hbm_bandwidth_gbps:g} GB/s, "
-              f"{p.hbm_capacity_bytes / 2**30:g} GiB — {p.description}")
+              f"{p.hbm_capacity_bytes / 2**30:g} GiB — {p.description}\n{'':13s}{note(p.sources)}")
     print("\nsystems:")
     for s in systems:
-        print(s.describe())
+        print(s.describe() + f"\n  {note(s.sources)}")
     return 0
 
 
