@@ -4,7 +4,9 @@ counts and policies, fusion, more cards) start from the user's own device.
 
 Matching, for each kernel task in topological order (``match``):
 1. the op name, type and input shapes all equal a measured op's;
-2. else name and type, when one measured op has them;
+2. else name and type, when one measured op has them and it names no shapes (a trace that
+   records none, such as graphexec's own): a measurement at other shapes (another batch,
+   a card's share of it) times nothing, and the task keeps the cost model's time;
 3. else type and input shapes, the k-th such task taking the k-th such measured op (a real
    profile's op names are the compiler's, not the graph's).
 A task with no match keeps the cost model's time; ``coverage`` says how many matched.
@@ -62,7 +64,7 @@ def match(graph: Graph, tasks: TaskGraph, measured: MeasuredTimes) -> dict[int, 
             continue
         name, op, shapes = _key(graph, t)
         found = exact.get((name, op, shapes))
-        if found is None and len(named.get((name, op), ())) == 1:
+        if found is None and len(named.get((name, op), ())) == 1 and not named[(name, op)][0].shapes:
             found = named[(name, op)][0]
         if found is None:
             found = next((o for o in typed.get((op, shapes), ()) if id(o) not in used), None)

@@ -164,3 +164,14 @@ def test_the_cli_runs_on_measured_durations_and_refuses_a_bad_file(profiled, tmp
     bad.write_text("Op Name,OP Type,Task Duration(us)\nconv,Conv,x\n")
     done = subprocess.run([*cli, "--measured", str(bad)], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "row 2" in done.stderr
+
+
+def test_a_measurement_at_other_shapes_times_nothing(profiled):
+    _, folder = profiled   # measured at batch 4
+    measured = load_measured(folder)
+    session = gx.Session(gx.load(BLOCK), streams=1, device="ascend910", measured=measured)
+    other = session.simulate(shapes={"data": (8, 192, 28, 28)})
+    plan = session.compiled.plan
+    assert coverage(plan.graph, plan.tasks, measured)[0] == 0
+    assert other.stats.makespan_us == gx.Session(gx.load(BLOCK), streams=1, device="ascend910").simulate(
+        shapes={"data": (8, 192, 28, 28)}).stats.makespan_us
