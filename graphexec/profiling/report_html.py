@@ -139,13 +139,24 @@ def _runs(runs: list[dict[str, Any]]) -> str:
     return "<h2>Runs in this profile</h2>" + _table(["run", "model", "device", "makespan (us)", "diagnosed"], rows)
 
 
+def _calibration(device: object) -> str:
+    """Whether the device profile the times come from is calibrated, and against what."""
+    from graphexec.runtime.profiles import builtin_profiles
+    from graphexec.runtime.provenance import note
+
+    profile = builtin_profiles().get(str(device))
+    text = note(profile.sources) if profile is not None else "a profile of its own: its sources are in its YAML"
+    return f"<p>device profile {_e(str(device))}: {_e(text)}</p>"
+
+
 def render(view: View) -> str:
     """The whole page for ``view``."""
     other, stats = view.other, view.stats
     end = max((e["ts"] + e.get("dur", 0.0) for e in view.events if e.get("ph") == "X"), default=0.0)
     peak = other.get("peak", {})
     title = f"graphexec profile: {other.get('model', '')} on {other.get('device', '?')}"
-    parts = [f"<h1>{_e(title)}</h1><p>from {_e(view.source)}</p>", "<h2>Key metrics</h2>", _metrics(stats),
+    parts = [f"<h1>{_e(title)}</h1><p>from {_e(view.source)}</p>", _calibration(other.get("device")),
+             "<h2>Key metrics</h2>", _metrics(stats),
              charts.utilization(view.cores(), view.hbm(), peak, end),
              "<h2>Task-queue depth</h2>", charts.queue_depth(view.queue(), peak.get("queue_depth"), end),
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),

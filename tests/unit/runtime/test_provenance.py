@@ -19,3 +19,17 @@ def test_sources_sort_into_fitted_measured_cited_and_assumed():
 def test_every_builtin_has_a_note():
     for p in builtin_profiles().values():
         assert note(p.sources).startswith(("calibrated: ", "not calibrated ("))
+
+
+def test_the_html_report_says_whether_the_profile_is_calibrated(tmp_path):
+    import graphexec as gx
+    from graphexec.profiling.report_html import render
+    from graphexec.profiling.view_data import load
+
+    b = gx.GraphBuilder("one")
+    b.output(b.Relu(b.input("x", "float32", [64, 64])))
+    for device, says in (("nvidia-v100", "device profile nvidia-v100: calibrated: "),
+                         ("ascend910", "device profile ascend910: not calibrated (")):
+        folder = tmp_path / device
+        gx.Session(b.build(), device=device).simulate().write_profile(folder)
+        assert says in render(load(str(folder / "timeline.json")))
