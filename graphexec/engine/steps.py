@@ -15,7 +15,8 @@ a kernel that raises (the runner says what that means: its fallback, or a Kernel
 a runner that turned to its fallback on another path (``NodeRunner.flips``), a run whose
 views switched to a private cache (a run-time allocation) for every step not begun yet,
 a kernel that returned something other than its output's view. A host-fused chain's
-runner keeps its own call, on a dict of values built once (``_hold``).
+runner keeps its own call, on a dict of values built once (``_hold``); a graph-fused
+node's members are called directly, their arguments bound once (``FusedRunner.bound``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from graphexec.engine.executor import ExecContext
 from graphexec.engine.replay import Tape
 from graphexec.errors import KernelError
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.kernels.fused import FusedRunner
 from graphexec.passes.host_fusion import Done, FusedAffine, FusedConv
 from graphexec.plan.tasks import Task
 
 _NEVER = object()   # an ``outs`` entry no result is: the step's end always stores
-_HELD = (FusedConv, FusedAffine, Done)   # runners that read their values dict, never keep or change it
+_HELD = (FusedConv, FusedAffine, Done, FusedRunner)   # runners that read their values dict, never keep or change it
 
 
 class Steps:
@@ -56,6 +58,7 @@ class Steps:
         self.args: list[tuple[Any, ...]] = [()] * n
         self.into: list[Any] = [None] * n   # a direct step's one output's planned view, if it has one
         self.held = [False] * n   # the steps ``_hold`` made
+        self.fused: list[FusedRunner | None] = [None] * n   # a held step's fused node (graph fusion), if it is one
         self.flips = NodeRunner.flips
         # the plain steps, given their KernelCalls at the first replay: a call holds its run's
         # context, and a plan that only ever runs timing-only should hold none
@@ -102,8 +105,15 @@ class Steps:
             return False
         call = ctx.call(task)
         out = None if call.out is None else views.get(call.out)
-        self.starts[i], self.ends[i], self.outs[i] = partial(runner, {n: views[n] for n in task.reads}, out), \
-            call.store, _NEVER
+        values = {n: views[n] for n in task.reads}
+        if type(runner) is FusedRunner:   # its members' kernels called directly, where they all have one
+            start = runner.bound(values, out)
+            if start is None:
+                return False
+            self.fused[i] = runner
+        else:
+            start = partial(runner, values, out)
+        self.starts[i], self.ends[i], self.outs[i] = start, call.store, _NEVER
         self.held[i] = True
         return True
 
@@ -112,7 +122,7 @@ class Steps:
         ``calls`` are the plan's, which every run rebinds)."""
         call = self.ctx.call(self.kernels[i])
         self.starts[i], self.ends[i], self.outs[i] = call.compute, call.store, _NEVER
-        self.runners[i], self.held[i] = None, False
+        self.runners[i], self.held[i], self.fused[i] = None, False, None
 
     def _store(self, i: int, res: Any) -> None:
         """The end of a direct step whose kernel did not return its output's view: an array
@@ -148,7 +158,8 @@ class Steps:
         if self.flips != NodeRunner.flips:   # a runner turned to its fallback since
             self.flips = NodeRunner.flips
             for i, runner in enumerate(self.runners):
-                if runner is not None and runner.uses_fallback:
+                fused = self.fused[i]
+                if (runner is not None and runner.uses_fallback) or (fused is not None and fused.uses_fallback):
                     self.plain(i)
         starts, ends, outs = self.starts, self.ends, self.outs
         views = ctx.views

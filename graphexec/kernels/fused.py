@@ -12,7 +12,8 @@ rewrite of the filter and bias instead (:func:`fold_batchnorm`), as ATC folds it
 from __future__ import annotations
 
 import math
-from typing import Any
+from functools import partial
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -45,6 +46,42 @@ class FusedRunner:
         for i, r in enumerate(self.members):
             env.update(r(env, out if i == last else None))
         return {o: env[o] for o in self.outputs}
+
+    def bound(self, values: Mapping[str, Any], out: Any = None) -> Callable[[], dict[str, Any]] | None:
+        """The same run as ``self(values, out)`` with each member's kernel called directly,
+        its arguments fixed where they are ``values`` (views that do not move between
+        runs) and taken from earlier members' results otherwise: the replay fast path
+        (``engine/steps.py``). None where a member has no kernel of its own (the
+        reference runs it) or reads a value not given."""
+        calls: list[tuple[NodeRunner, list[tuple[bool, Any]], dict[str, Any]]] = []
+        made: set[str] = set()
+        last = len(self.members) - 1
+        for i, r in enumerate(self.members):
+            if r.fn is None or r.uses_fallback:
+                return None
+            spec: list[tuple[bool, Any]] = []   # (taken from an earlier member, the value or its name)
+            for n in r.node.inputs:
+                if n and n not in made and n not in values:
+                    return None
+                spec.append((True, n) if n in made else (False, values[n] if n else None))
+            calls.append((r, spec, {"out": out} if i == last and out is not None and r.takes_out else {}))
+            made.update(o for o in r.node.outputs if o)
+        return partial(_run_bound, calls, self.outputs)
+
+
+def _run_bound(calls: list[tuple[NodeRunner, list[tuple[bool, Any]], dict[str, Any]]],
+               outputs: list[str]) -> dict[str, Any]:
+    """A fused node's members called directly (``FusedRunner.bound``); a member that raises
+    is what its NodeRunner makes of it (its fallback, or a KernelError), as a plain call."""
+    env: dict[str, Any] = {}
+    for r, spec, kw in calls:
+        args = [env[v] if ref else v for ref, v in spec]
+        try:
+            res = r.outputs(r.fn(r.ctx, *args, **kw))   # type: ignore[misc]  # ``bound`` checked fn
+        except Exception as e:  # noqa: BLE001  (recover re-raises what is not the kernel's to report)
+            res = r.recover(e, {n: a for n, a in zip(r.node.inputs, args) if n}, args)
+        env.update(res)
+    return {o: env[o] for o in outputs}
 
 
 def value_shapes(graph: Graph, names: list[str]) -> tuple[list, int]:

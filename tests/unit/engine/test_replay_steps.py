@@ -78,6 +78,7 @@ def test_fused_light_models_replay_as_the_plain_path(name, monkeypatch):
     feeds = default_feeds(graph)
     session, _ = _same(graph, [feeds, feeds], monkeypatch, fusion=True)
     assert session.compiled.graph.meta["fusion"]
+    assert any(f is not None for f in session.compiled._steps.fused)   # members called directly
 
 
 def test_held_steps_go_plain_when_the_views_switch():
@@ -303,3 +304,48 @@ def test_a_new_function_drops_the_old_bind():
     finally:
         registry.update("Relu", "", 17, fn=old.fn, bind=old.bind)
     assert registry.lookup_def("Relu", "", 17) == old
+
+
+def test_a_fused_chain_calls_its_members_directly():
+    """Graph fusion makes the Relu chain one task; its step calls the members' kernels with
+    their arguments bound once, and computes what the plain path does."""
+    session = gx.Session(_chain(), fusion=True)
+    first = session.run(FEEDS)
+    plan = session.compile(FEEDS)
+    (fused,) = plan._steps.fused
+    assert fused is plan.state.runners[plan._kernels[0].id] and len(fused.members) == 4
+    for result in (first, session.run(FEEDS)):
+        np.testing.assert_array_equal(result.outputs["v3"], np.maximum(FEEDS["x"], 0))
+
+
+def test_a_fused_member_that_turns_to_its_fallback_makes_the_step_plain():
+    def refuse(ctx, x, out=None):
+        raise Unsupported("not this case")
+
+    session = gx.Session(_chain(), fusion=True)
+    session.run(FEEDS)
+    plan = session.compile(FEEDS)
+    assert plan._steps.held == [True]
+    with _relu_fn(refuse):
+        for m in plan._steps.fused[0].members:   # a new function: the runners look it up again
+            m.fn, m.bind = refuse, None
+        for _ in range(2):   # the first run recovers in the step; the second finds the step plain
+            np.testing.assert_array_equal(session.run(FEEDS).outputs["v3"], np.maximum(FEEDS["x"], 0))
+    assert plan._steps.held == [False] and plan._steps.fused == [None]
+
+
+def test_bad_values_in_a_fused_member_are_the_plain_paths_kernel_error(monkeypatch):
+    def bad(ctx, x, out=None):
+        raise ValueError("boom")
+
+    messages = []
+    with _relu_fn(bad):
+        for plain in (False, True):
+            with monkeypatch.context() as m:
+                if plain:
+                    _plain(m)
+                session = gx.Session(_chain(), fusion=True)
+                with pytest.raises(KernelError) as err:
+                    session.run(FEEDS)
+                messages.append(str(err.value))
+    assert messages[0] == messages[1] and "kernel Relu failed on inputs (4,): boom" in messages[0]
