@@ -145,9 +145,9 @@ def _rows_text(rows: Sequence[Row]) -> str:
 def _sources(target: Target, cal: Calibration) -> dict[str, str]:
     train = [r for r in cal.rows if not r.held_out]
     held = [r for r in cal.rows if r.held_out]
-    e_in = f"geomean error {error([r.before for r in train]):.3g}x -> {error([r.after for r in train]):.3g}x"
-    e_out = (f"; held out {_rows_text(held)}: {error([r.before for r in held]):.3g}x -> "
-             f"{error([r.after for r in held]):.3g}x" if held else "")
+    e_in = f"geomean error {error([r.before for r in train]):.3f}x -> {error([r.after for r in train]):.3f}x"
+    e_out = (f"; held out {_rows_text(held)}: {error([r.before for r in held]):.3f}x -> "
+             f"{error([r.after for r in held]):.3f}x" if held else "")
     return {p.path: f"fitted: {_rows_text(train)} ({len(train)} rows, {e_in}{e_out}) by graphexec calibrate, "
                     f"with {', '.join(q.path for q in cal.params)} free; before: {p.start:g}"
             for p in cal.params}

@@ -162,3 +162,11 @@ def test_an_op_the_model_lacks_is_one_line(tmp_path):
     rows = read_ops(tmp_path / "op_summary.csv", BLOCK, "data=16x192x28x28", "ascend910")
     with pytest.raises(CalibrationError, match="op 'x' \\(Gelu\\) matches no kernel of"):
         calibrate(Target(load_profile("ascend910")), rows * 3, {"task_overhead_us": None})
+
+
+def test_the_shipped_calibrated_310p_profile_loads_and_says_what_it_was_fitted_to():
+    from graphexec.runtime.provenance import against, provenance
+
+    p = load_profile(str(ROOT / "benchmarks" / "data" / "ascend310p-calibrated.yaml"))
+    assert provenance(p.sources)["fitted"] == ["kernels.cube.efficiency.default", "kernels.l2_bytes"]
+    assert against(p.sources) == ["benchmarks/data/calibration_models.csv"]
