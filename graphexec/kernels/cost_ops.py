@@ -59,3 +59,18 @@ def per_row(ops_per_row: Any) -> Any:
         feats = math.prod(x[1:]) if len(x) > 1 else x[0]
         return _vector(rows * max(1.0, float(ops_per_row(feats, attrs))), moved, rows)
     return rule
+
+
+# operations per tree level of one row (tree ensembles): read the feature, compare, pick the branch
+TREE_STEP_OPS = 3
+
+
+def trees(feats: int, attrs: dict) -> float:
+    """A row's walk through every tree (balanced depth from the nodes per tree) and one add
+    of each tree's leaf weight."""
+    modes = attrs.get("nodes_modes")
+    n_nodes = len(modes) if modes is not None else 1
+    roots = attrs.get("tree_roots")
+    n_trees = len(roots) if roots is not None else len(set(attrs.get("nodes_treeids") or [0]))
+    depth = math.log2(n_nodes / max(n_trees, 1) + 1)
+    return n_trees * (depth * TREE_STEP_OPS + 1)
