@@ -129,3 +129,12 @@ def test_the_cli_fits_a_system_and_writes_it(tmp_path):
     assert fitted.collectives.efficiency == pytest.approx(0.7, rel=0.01)
     bad = subprocess.run([*cli[:-4], "--fit", "collectives.nothing"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no number at 'collectives.nothing'" in bad.stderr
+
+
+def test_the_shipped_h20_table_parses_and_the_dgx_h100_latency_fits_it():
+    path = ROOT / "benchmarks" / "data" / "collectives" / "hgx-h20_all_reduce_perf_8gpu.txt"
+    rows = read_collective_table(path, "all_reduce", 8)
+    assert [r.nbytes for r in rows] == [4 << k for k in range(11)] and rows[3].measured_us == 24.63
+    cal = calibrate(Target(load_system("dgx-h100")), rows, {"topology.intra_group.latency_us": None})
+    assert cal.fitted["topology.intra_group.latency_us"] == pytest.approx(0.669, rel=0.01)   # already the built-in's
+    assert cal.summary()["collective"]["held_out"]["error_after"] < 1.07
