@@ -93,7 +93,8 @@ def _host_kernel(t: Any, runners: Any) -> str:
     """"reference" for a task whose runner ran (or will run) through onnx.reference, "own"
     for another kernel, "" for a copy or a task without a runner."""
     task = t.meta.get("task")
-    runner = runners.get(task.id) if task is not None and t.kind != "memcpy" else None
+    key = getattr(task, "id", None)   # an eager op's OpInfo has no task id: no plan runner
+    runner = runners.get(key) if key is not None and t.kind != "memcpy" else None
     if runner is None or getattr(runner, "node", None) is not getattr(task, "node", None):   # a body's task
         return ""
     return "reference" if getattr(runner, "uses_fallback", False) else "own"
