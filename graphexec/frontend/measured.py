@@ -2,8 +2,9 @@
 one) and Chrome-format kernel traces (PyTorch's Kineto profiler, Perfetto, graphexec's own).
 
 - op_summary: columns ``Op Name``, ``OP Type``, ``Task Duration(us)`` (and ``Input Shapes``,
-  ``Task Type`` when present). Copies and other non-kernel rows (``MEMCPY_ASYNC``, events)
-  are skipped; an op listed several times (steps, iterations) takes its mean.
+  ``Task Type`` when present); CANN's op types become ONNX's (``CANN_TO_ONNX``: Conv2D is
+  Conv). Copies and other non-kernel rows (``MEMCPY_ASYNC``, events) are skipped; an op listed
+  several times (steps, iterations) takes its mean.
 - kernel trace: complete events (``"ph": "X"``) of category ``kernel`` / ``gpu_kernel``.
   graphexec's own trace names the op in ``args.node``/``args.op``. A Kineto trace names
   CUDA kernels, not ops: each kernel joins the ATen op that launched it by ``External id``
@@ -27,6 +28,13 @@ from graphexec.plan.measured import MeasuredOp, MeasuredTimes
 
 SKIP_TASK_TYPES = {"MEMCPY_ASYNC", "EVENT_RECORD", "EVENT_WAIT", "NOTIFY_RECORD", "NOTIFY_WAIT", "WRITE_VALUE"}
 KERNEL_CATS = {"kernel", "gpu_kernel"}
+# CANN's op types in a real op_summary -> the ONNX op types of the graph (the common ones; an op
+# ATC adds, such as TransData, has none and matches no task)
+CANN_TO_ONNX = {"Conv2D": "Conv", "Conv2DTranspose": "ConvTranspose", "MatMulV2": "MatMul", "BatchMatMul": "MatMul",
+                "BatchMatMulV2": "MatMul", "MaxPoolV3": "MaxPool", "AvgPoolV2": "AveragePool", "AvgPool": "AveragePool",
+                "ConcatD": "Concat", "ConcatV2D": "Concat", "SoftmaxV2": "Softmax", "AddN": "Add",
+                "ReduceMeanD": "ReduceMean", "GatherV2": "Gather", "TransposeD": "Transpose",
+                "LayerNorm": "LayerNormalization", "FastGelu": "Gelu"}
 ATEN_TO_ONNX = {
     "aten::conv2d": "Conv", "aten::convolution": "Conv", "aten::_convolution": "Conv",
     "aten::cudnn_convolution": "Conv", "aten::addmm": "Gemm", "aten::linear": "Gemm", "aten::mm": "MatMul",
@@ -89,7 +97,8 @@ def read_op_summary(path: str | Path) -> MeasuredTimes:
                 name = (row.get("Op Name") or "").strip()
                 if not name:
                     raise CalibrationError(f"{path} row {i}: field 'Op Name' is empty")
-                rows.append((name, (row.get("OP Type") or "").strip(), (row.get("Input Shapes") or "").strip(), us))
+                op = (row.get("OP Type") or "").strip()
+                rows.append((name, CANN_TO_ONNX.get(op, op), (row.get("Input Shapes") or "").strip(), us))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise CalibrationError(f"{path}: cannot read the op summary: {exc}") from None
     if not rows:

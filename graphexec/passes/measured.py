@@ -4,9 +4,10 @@ counts and policies, fusion, more cards) start from the user's own device.
 
 Matching, for each kernel task in topological order (``match``):
 1. the op name, type and input shapes all equal a measured op's;
-2. else name and type, when one measured op has them and it names no shapes (a trace that
-   records none, such as graphexec's own): a measurement at other shapes (another batch,
-   a card's share of it) times nothing, and the task keeps the cost model's time;
+2. else name and type, when one measured op has them and its first input's first dimension
+   (the batch) is the task's, or it records no shapes (graphexec's own trace): a real profile
+   writes its shapes in the device's layout (5HD ``N,C1,H,W,C0`` on Ascend), so only the
+   batch is compared; a measurement at another batch (or a card's share of it) times nothing;
 3. else type and input shapes, the k-th such task taking the k-th such measured op (a real
    profile's op names are the compiler's, not the graph's).
 A task with no match keeps the cost model's time; ``coverage`` says how many matched.
@@ -49,6 +50,11 @@ def _key(graph: Graph, t: Task) -> tuple[str, str, str]:
     return t.name, t.op, shapes_text(graph, t.node.inputs if t.node is not None else [])
 
 
+def _batch(shapes: str) -> str:
+    """The first dimension of the first input in an msprof shape cell ("" when none)."""
+    return shapes.split(";", 1)[0].split(",", 1)[0].strip()
+
+
 def match(graph: Graph, tasks: TaskGraph, measured: MeasuredTimes) -> dict[int, MeasuredOp]:
     """Task id -> the measured op that times it (see the module docstring for the rules)."""
     exact = {(o.name, o.op, o.shapes): o for o in measured.ops}
@@ -64,8 +70,9 @@ def match(graph: Graph, tasks: TaskGraph, measured: MeasuredTimes) -> dict[int, 
             continue
         name, op, shapes = _key(graph, t)
         found = exact.get((name, op, shapes))
-        if found is None and len(named.get((name, op), ())) == 1 and not named[(name, op)][0].shapes:
-            found = named[(name, op)][0]
+        same = named.get((name, op), ())
+        if found is None and len(same) == 1 and (not same[0].shapes or _batch(same[0].shapes) == _batch(shapes)):
+            found = same[0]
         if found is None:
             found = next((o for o in typed.get((op, shapes), ()) if id(o) not in used), None)
         if found is not None:

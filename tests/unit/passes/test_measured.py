@@ -175,3 +175,21 @@ def test_a_measurement_at_other_shapes_times_nothing(profiled):
     assert coverage(plan.graph, plan.tasks, measured)[0] == 0
     assert other.stats.makespan_us == gx.Session(gx.load(BLOCK), streams=1, device="ascend910").simulate(
         shapes={"data": (8, 192, 28, 28)}).stats.makespan_us
+
+
+def test_an_msprof_summary_in_canns_types_and_5hd_shapes_joins_by_name_and_batch(profiled, tmp_path):
+    result, folder = profiled
+    rows = _rows(folder)
+    path = tmp_path / "op_summary_20260101.csv"   # as a real run writes it: CANN's op types, NC1HWC0 shapes
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Device_id", "Op Name", "OP Type", "Task Type", "Task Duration(us)", "Input Shapes"])
+        for r in rows:
+            cann = {"Conv": "Conv2D", "MaxPool": "MaxPoolV3", "Concat": "ConcatD"}[r["OP Type"]]
+            w.writerow([0, r["Op Name"], cann, "AI_CORE", r["Task Duration(us)"], "4,12,28,28,16;1,1,16,16"])
+        w.writerow([0, "trans_TransData_0", "TransData", "AI_CORE", "9.0", "4,192,28,28"])   # ATC's own op
+    m = load_measured(path)
+    session = gx.Session(gx.load(BLOCK), streams=1, device="ascend910", measured=m)
+    again = session.simulate(shapes=SHAPES)
+    assert coverage(session.compiled.plan.graph, session.compiled.plan.tasks, m) == (len(rows), len(rows))
+    assert again.stats.makespan_us == pytest.approx(result.stats.makespan_us, abs=5e-4 * len(rows))
