@@ -170,3 +170,26 @@ def test_the_shipped_calibrated_310p_profile_loads_and_says_what_it_was_fitted_t
     p = load_profile(str(ROOT / "benchmarks" / "data" / "ascend310p-calibrated.yaml"))
     assert provenance(p.sources)["fitted"] == ["kernels.cube.efficiency.default", "kernels.l2_bytes"]
     assert against(p.sources) == ["benchmarks/data/calibration_models.csv"]
+
+
+def test_the_cli_fits_per_op_rows_and_reports_json(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import graphexec as gx
+
+    truth = _truth(**{"task_overhead_us": 3.5})
+    gx.Session(gx.load(BLOCK), streams=1, device=truth).simulate(shapes={"data": (16, 192, 28, 28)}) \
+        .write_profile(tmp_path / "prof")
+    out = tmp_path / "fitted.yaml"
+    cli = [sys.executable, str(ROOT / "cli.py"), "calibrate", "--device", "ascend910", "--ops", str(tmp_path / "prof"),
+           "--ops-model", BLOCK, "--ops-shapes", "data=16x192x28x28", "--fit", "task_overhead_us", "--out", str(out),
+           "--json"]
+    done = subprocess.run(cli, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["params"][0]["after"] == pytest.approx(3.5, rel=1e-3) and len(doc["rows"]) == 8
+    assert load_profile(str(out)).task_overhead_us == pytest.approx(3.5, rel=1e-3)
+    lone = subprocess.run(cli[:5] + cli[7:], capture_output=True, text=True, check=False)   # --ops without the model
+    assert lone.returncode == 2 and "--ops and --ops-model go together" in lone.stderr
