@@ -92,8 +92,12 @@ def retime(t: Task, us: float, profile: DeviceProfile) -> Task:
     low, high = 0.0, 1e6
     if block_us(low) >= target:
         return replace(t, flops=0.0, bytes=0.0)
-    while block_us(high) < target:
+    for _ in range(64):   # 1e6 * 4**64 flops: far past any kernel; a time flops do not move is left alone
+        if block_us(high) >= target:
+            break
         low, high = high, high * 4
+    else:
+        return t
     for _ in range(200):   # secant, kept inside the bracket (bisection when it leaves it)
         f_lo, f_hi = block_us(low), block_us(high)
         guess = low + (target - f_lo) * (high - low) / (f_hi - f_lo) if f_hi > f_lo else (low + high) / 2
