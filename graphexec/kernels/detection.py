@@ -134,3 +134,106 @@ def nms_plain(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou: Any, sco
         if not any(_suppresses(ext, np.array([i]), np.array([k]), iou)[0, 0] for k in kept):
             kept.append(i)
     return np.array(kept, dtype=np.int64)
+
+
+CHUNK_ELEMENTS = 1 << 18   # samples x channels gathered at once (RoiAlign): 1 MiB of float32 stays in cache
+
+
+def _roi_geometry(rois: np.ndarray, scale: Any, half: bool, ph: int, pw: int, ratio: int) -> tuple[np.ndarray, ...]:
+    """Per ROI: start (y, x), bin size (y, x) and sampling grid (gy, gx), in the rois' dtype as
+    the reference computes them (malformed ROIs forced to 1x1 without half_pixel)."""
+    dt = rois.dtype.type
+    off = dt(0.5 if half else 0.0)
+    x0, y0, x1, y1 = (rois[:, i] * dt(scale) - off for i in range(4))
+    w, h = x1 - x0, y1 - y0
+    if not half:
+        w, h = np.maximum(w, dt(1.0)), np.maximum(h, dt(1.0))
+    bh, bw = h / dt(ph), w / dt(pw)
+    gy = np.full(len(rois), ratio) if ratio > 0 else np.ceil(h / dt(ph)).astype(np.int64)
+    gx = np.full(len(rois), ratio) if ratio > 0 else np.ceil(w / dt(pw)).astype(np.int64)
+    return y0, x0, bh, bw, gy, gx
+
+
+def _taps(start: np.ndarray, size: np.ndarray, bins: int, grid: int, limit: int) -> tuple[np.ndarray, ...]:
+    """Along one axis, per ROI, bin and sample: (low index, high index, low weight, high weight,
+    inside), the reference's bilinear rule (clamped at the last row or column)."""
+    dt = start.dtype.type
+    b = np.arange(bins, dtype=start.dtype)[None, :, None]
+    g = (np.arange(grid, dtype=start.dtype) + dt(0.5))[None, None, :]
+    pos = start[:, None, None] + b * size[:, None, None] + g * size[:, None, None] / dt(grid)
+    inside = (pos >= -1.0) & (pos <= limit)
+    pos = np.maximum(pos, dt(0))
+    low = pos.astype(np.int64)
+    edge = low >= limit - 1
+    low = np.where(edge, limit - 1, low)
+    high = np.where(edge, limit - 1, low + 1)
+    pos = np.where(edge, low.astype(start.dtype), pos)
+    frac = pos - low.astype(start.dtype)
+    return low, high, dt(1.0) - frac, frac, inside
+
+
+def _roi_group(x: np.ndarray, flat: np.ndarray, batch: np.ndarray, geo: tuple, sel: np.ndarray,
+               shape: tuple[int, int], avg: bool) -> np.ndarray:
+    """RoiAlign of the ROIs ``sel`` that share one sampling grid: [len(sel), C, ph, pw]. Each
+    sample is w1*v1 + w2*v2 + w3*v3 + w4*v4 (left to right, as the reference adds), and the
+    samples of a bin are summed (or maxed) in the reference's order, so sums round alike."""
+    y0, x0, bh, bw, gy, gx = geo
+    (ph, pw), (c, h, w) = shape, x.shape[1:]
+    gh, gw = int(gy[sel[0]]), int(gx[sel[0]])
+    if gh * gw == 0:   # an empty ROI with no samples: the reference's 0
+        return np.zeros((len(sel), c, ph, pw), dtype=x.dtype)
+    yl, yh, wyl, wyh, yin = _taps(y0[sel], bh[sel], ph, gh, h)
+    xl, xh, wxl, wxh, xin = _taps(x0[sel], bw[sel], pw, gw, w)
+    b = batch[sel][:, None, None] * (h * w)
+    out: np.ndarray | None = None
+    for iy in range(gh):
+        for ix in range(gw):
+            inside = (yin[:, :, iy, None] & xin[:, None, :, ix]).astype(x.dtype)   # [R, ph, pw]
+            sample: np.ndarray | None = None
+            for ya, wy in ((yl, wyl), (yh, wyh)):
+                for xa, wx in ((xl, wxl), (xh, wxh)):
+                    pos = ya[:, :, iy, None] * w + xa[:, None, :, ix]
+                    weight = wy[:, :, iy, None] * wx[:, None, :, ix] * inside
+                    v = flat[b + pos]   # [R, ph, pw, C]
+                    v *= weight[..., None]
+                    if sample is None:
+                        sample = v
+                    else:
+                        (np.add if avg else np.maximum)(sample, v, out=sample)
+            assert sample is not None
+            if out is None:
+                out = sample
+            else:
+                (np.add if avg else np.maximum)(out, sample, out=out)
+    assert out is not None
+    if avg:
+        out = out / x.dtype.type(gh * gw)
+    return out.transpose(0, 3, 1, 2)
+
+
+@register("RoiAlign", since=10, cost=cost_ops.roi_align)
+def roi_align(ctx: OpContext, x: np.ndarray, rois: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    """[R, C, output_height, output_width]: each bin the mean (or max) of its bilinear samples."""
+    if x.ndim != 4 or x.dtype.kind != "f" or rois.dtype != x.dtype or rois.ndim != 2 or rois.shape[1] != 4 \
+            or batch.reshape(-1).shape[0] != len(rois):
+        raise Unsupported(f"RoiAlign: X {x.shape} {x.dtype}, rois {rois.shape} {rois.dtype}")
+    mode = str(ctx.attr("mode", "avg")).lower()
+    ph, pw = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    half = str(ctx.attr("coordinate_transformation_mode", "half_pixel" if ctx.opset >= 16 else
+                        "output_half_pixel")).lower() == "half_pixel"
+    geo = _roi_geometry(rois, np.float32(ctx.attr("spatial_scale", 1.0)), half, ph, pw,
+                        int(ctx.attr("sampling_ratio", 0)))
+    batch = batch.reshape(-1).astype(np.int64)
+    if len(rois) and ((batch < 0) | (batch >= x.shape[0])).any():
+        raise Unsupported("RoiAlign: batch index out of range")
+    y = np.empty((len(rois), x.shape[1], ph, pw), dtype=x.dtype)
+    n, c, h, w = x.shape   # [N*H*W, C]: a sample's gather reads its C channels in one row
+    flat = np.ascontiguousarray(x.reshape(n, c, h * w).transpose(0, 2, 1)).reshape(n * h * w, c)
+    grids = geo[4] * 1_000_003 + geo[5]
+    for key in np.unique(grids):
+        same = np.flatnonzero(grids == key)
+        step = max(1, CHUNK_ELEMENTS // max(1, ph * pw * x.shape[1]))
+        for i in range(0, len(same), step):
+            sel = same[i:i + step]
+            y[sel] = _roi_group(x, flat, batch, geo, sel, (ph, pw), mode == "avg")
+    return y
