@@ -6,7 +6,7 @@ that its card runs one after the other through the same plan (a smaller plan, so
 activation memory per card, for more launches). The graph is compiled once for a part's
 shapes (freed of a declared fixed batch first, ``passes/free_batch.py``, when the part's
 batch differs) and loaded onto every card: each card has its own memory plan in its own
-HBM, with its own copy of the weights. In a run each card copies its inputs in over its
+HBM, with one copy of the weights for every signature (the card's store, ``Cluster.load``). In a run each card copies its inputs in over its
 host link, runs the plan behind that copy and copies its outputs out once the plan's
 streams are done; all cards run on the server's one clock. The outputs are concatenated
 along axis 0 in card order (one that is the same on every card and lacks the batch dim
@@ -17,6 +17,7 @@ independently of how many there are (numpy's do on every light model).
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any, Mapping
 
@@ -26,7 +27,7 @@ from graphexec.cluster.base import SimulatedMode
 from graphexec.cluster.cards import Bound, CardsRun
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
-from graphexec.engine.compiled import Compiled, clone_graph, compile_graph, gc_paused
+from graphexec.engine.compiled import Compiled, clone_graph, compile, gc_paused
 from graphexec.engine.feeds import signature
 from graphexec.errors import GraphExecError
 from graphexec.ir import TensorType
@@ -64,9 +65,11 @@ class DataParallel(SimulatedMode):
         if plans is None:
             cl = self.cluster
             opts = replace(cl.options, input_types=types)
-            first = compile_graph(clone_graph(graph), opts, cl.profile, device=cl.device(0))
+            t0 = time.perf_counter()
             with gc_paused():
-                plans = [first] + [Compiled(first.plan, first.compile_s, cl.device(i)) for i in range(1, cl.devices)]
+                plan = compile(clone_graph(graph), opts, cl.profile)
+                compile_s = time.perf_counter() - t0
+                plans = [cl.load(plan, i, compile_s) for i in range(cl.devices)]
             self._plans[key] = plans
         return plans
 

@@ -32,7 +32,7 @@ from graphexec.cluster.cards import Bound, CardsRun, Place, planned
 from graphexec.cluster.data import gather
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
-from graphexec.engine.compiled import Compiled, clone_graph, compile, compile_graph, gc_paused
+from graphexec.engine.compiled import Compiled, clone_graph, compile, gc_paused
 from graphexec.engine.feeds import signature
 from graphexec.ir import Graph, TensorType
 from graphexec.passes.partition import partition
@@ -83,8 +83,7 @@ class PipelineParallel(SimulatedMode):
         system = cl.spread.system
         links = [system.link(max(s - 1, 0), s) if s else system.link(0, 1) for s in range(cl.devices)]
         cut = partition(graph, "pipeline", cl.devices, types, costs=whole, links=links)
-        plans = [compile_graph(clone_graph(part.graph), replace(cl.options, input_types=part.input_types), cl.profile,
-                               device=cl.device(st.index))
+        plans = [cl.compile_onto(part.graph, replace(cl.options, input_types=part.input_types), st.index)
                  for st, (part,) in zip(cut.stages, cut.cards)]
         return _Pipeline(graph, cut.stages, plans)
 

@@ -22,16 +22,19 @@ and optionally ``estimate(feeds) -> float``, the makespan of a timing-only run
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 import numpy as np
 
-from graphexec.engine.compiled import Compiled
+from graphexec.engine.compiled import Compiled, clone_graph, compile, gc_paused
+from graphexec.engine.loaded import load
 from graphexec.engine.result import Result
+from graphexec.engine.weights import WeightStore
 from graphexec.errors import DeviceError, FeedError, GraphExecError
 from graphexec.ir import Graph
-from graphexec.plan import CompileOptions
+from graphexec.plan import CompileOptions, Plan
 from graphexec.runtime.device import Device
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.server import Server
@@ -105,6 +108,7 @@ class Cluster:
     options: CompileOptions
     spread: Spread
     server: Server = field(init=False)
+    weights: dict[int, WeightStore] = field(init=False, default_factory=dict)   # card -> its one store
 
     def __post_init__(self) -> None:
         self.server = Server(self.spread.system, self.options.check_hazards)
@@ -129,6 +133,22 @@ class Cluster:
             dev = self.server.devices[i] = Device(self.profile, i, self.options.check_hazards,
                                                   graph_mode=self.options.graph_mode, group=self.server.group)
         return dev
+
+    def load(self, plan: Plan, card: int, compile_s: float = 0.0) -> Compiled:
+        """``plan`` loaded onto card ``card`` by the single-card executor (``engine/loaded.py``),
+        its weights in the card's one store: the plans of every signature on a card hold one
+        copy of each weight they share."""
+        store = self.weights.get(card)
+        if store is None:
+            store = self.weights[card] = WeightStore(self.device(card))
+        return load(plan, weights=store, compile_s=compile_s)
+
+    def compile_onto(self, graph: Graph, options: CompileOptions, card: int) -> Compiled:
+        """``graph`` (a copy) compiled for ``options`` and loaded onto card ``card``."""
+        t0 = time.perf_counter()
+        with gc_paused():
+            plan = compile(clone_graph(graph), options, self.profile)
+            return self.load(plan, card, time.perf_counter() - t0)
 
 
 def split_batch(feeds: Mapping[str, Any], parts: int, what: str) -> tuple[list[str], list[dict[str, Any]]]:

@@ -26,7 +26,7 @@ from graphexec.cluster.base import SimulatedMode
 from graphexec.cluster.cards import Bound, CardsRun, Place, planned
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
-from graphexec.engine.compiled import Compiled, clone_graph, compile, compile_graph, gc_paused
+from graphexec.engine.compiled import Compiled, clone_graph, compile, gc_paused
 from graphexec.engine.feeds import default_feeds, signature
 from graphexec.engine.result import make_stats
 from graphexec.hccl import graph_ops as collectives
@@ -82,7 +82,7 @@ class TensorParallel(SimulatedMode):
             plans = []
             for part in parts:
                 opts = replace(cl.options, input_types=part.input_types)
-                plan = compile_graph(clone_graph(part.graph), opts, cl.profile, device=cl.device(r))
+                plan = cl.compile_onto(part.graph, opts, r)
                 total += plan.compile_s
                 plans.append(plan)
             cards.append(plans)

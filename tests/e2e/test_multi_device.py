@@ -173,3 +173,20 @@ def test_cards_run_moves_a_value_between_cards():
                                rtol=1e-5)
     a_end = max(t.end_t for t in cluster.device(0).sim.finished if t.kind == "kernel")
     assert copy.meta == {"link": "HCCS", "src": 0, "dst": 1} and copy.start_t >= a_end
+
+
+def test_each_card_holds_one_copy_of_the_weights_across_signatures():
+    """Every card's plans are loaded by the single-card executor into the card's one weight
+    store (``Cluster.load``): a second batch size uploads no weight again, and runs as a
+    session of its own would."""
+    graph, feeds, _ = light(MODELS[0])
+    session = gx.Session(graph, devices=2, parallel="data", microbatches=2)
+    session.run(feeds)
+    stores = session.multi.cluster.weights
+    before = {i: (s.uploads, s.uploaded_bytes, s.held_bytes) for i, s in stores.items()}
+    assert sorted(before) == [0, 1] and all(u > 0 for u, _, _ in before.values())
+    half = {k: v[: BATCH // 2] for k, v in feeds.items()}
+    got = session.run(half).outputs
+    assert {i: (s.uploads, s.uploaded_bytes, s.held_bytes) for i, s in stores.items()} == before
+    alone = gx.Session(graph, devices=2, parallel="data", microbatches=2).run(half).outputs
+    assert all(np.array_equal(got[k], alone[k]) for k in alone)
