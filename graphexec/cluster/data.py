@@ -6,13 +6,14 @@ that its card runs one after the other through the same plan (a smaller plan, so
 activation memory per card, for more launches). The graph is compiled once for a part's
 shapes (freed of a declared fixed batch first, ``passes/free_batch.py``, when the part's
 batch differs) and loaded onto every card: each card has its own memory plan in its own
-HBM, with one copy of the weights for every signature (the card's store, ``Cluster.load``). In a run each card copies its inputs in over its
-host link, runs the plan behind that copy and copies its outputs out once the plan's
-streams are done; all cards run on the server's one clock. The outputs are concatenated
-along axis 0 in card order (one that is the same on every card and lacks the batch dim
-is given once). Every row goes through the same kernels as on one device, so the outputs
-are those of one device running the whole batch wherever a kernel computes rows
-independently of how many there are (numpy's do on every light model).
+HBM, with one copy of the weights for every signature (the card's store,
+``Cluster.load``). In a run each card copies its inputs in over its host link, runs the
+plan behind that copy and copies its outputs out once the plan's streams are done; all
+cards run on the server's one clock. The outputs are concatenated along axis 0 in card
+order (one that is the same on every card and lacks the batch dim is given once). Every
+row goes through the same kernels as on one device, so the outputs are those of one
+device running the whole batch wherever a kernel computes rows independently of how many
+there are (numpy's do on every light model).
 """
 
 from __future__ import annotations
