@@ -117,8 +117,16 @@ def node_cost(op: str, in_shapes: list, in_bytes: int, out_shapes: list, out_byt
     if op in GATHERS or op in SLICES or op in SCATTERS:
         return Cost(float(sum(_numel(s) for s in out_shapes if s is not None)),
                     _moved(op, in_shapes, in_bytes, out_shapes, out_bytes), "vector", blocks)
-    work = max(sum(_numel(s) for s in in_shapes if s is not None), sum(_numel(s) for s in out_shapes if s is not None))
+    n_out = sum(_numel(s) for s in out_shapes if s is not None)
+    if op in WINDOWED and attrs.get("kernel_shape"):   # a pooling kernel reduces its whole window per output
+        return Cost(float(_numel(out) * _numel(tuple(attrs["kernel_shape"]))), moved, "vector", blocks)
+    work = max(sum(_numel(s) for s in in_shapes if s is not None), n_out)
     return Cost(float(work), moved, "vector", blocks)
+
+
+# pooling ops whose every output reduces a window of ``kernel_shape`` inputs (one max or add
+# each): a 3x3 stride-1 MaxPool does 9 per output, not one per element it reads
+WINDOWED = {"MaxPool", "AveragePool", "LpPool"}
 
 
 # ops that read only the part of their first input they copy out (and their indices)

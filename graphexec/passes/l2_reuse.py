@@ -3,12 +3,13 @@ still fits is served at L2 bandwidth, not from HBM.
 
 Kernels are taken in the task graph's topological order (the order one stream runs them;
 several streams interleave them, which this approximation leaves out) and
-``runtime/kernel_time.l2_hits`` follows what the profile's L2 holds. Each task's bytes then
-become HBM-equivalent bytes (``hbm_equivalent``): what L2 serves counts at the HBM/L2
-bandwidth ratio, so the simulator's shared-HBM roofline, the lower bounds and the HBM
-figures all see the traffic that really reaches HBM. A profile with no kernel model has
-no L2: nothing changes. Runs after lowering (and precision, which sets the tensors'
-widths) and before stream assignment, while nothing else holds the tasks.
+``runtime/kernel_time.l2_hits`` follows what the profile's L2 holds (a tensor stops taking
+capacity after its last kernel: its memory, and so its cache lines, go to later tensors).
+Each task's bytes then become HBM-equivalent bytes (``hbm_equivalent``): what L2 serves
+counts at the HBM/L2 bandwidth ratio, so the simulator's shared-HBM roofline, the lower
+bounds and the HBM figures all see the traffic that really reaches HBM. A profile with no
+kernel model has no L2: nothing changes. Runs after lowering (and precision, which sets the
+tensors' widths) and before stream assignment, while nothing else holds the tasks.
 """
 
 from __future__ import annotations

@@ -85,11 +85,36 @@ def l2_hits(steps: list[Step], capacity: int) -> list[int]:
     read of it while it is still there is a hit, and refreshes it. A read of anything else
     (weights, graph inputs, tensors evicted since) comes from HBM and does not allocate
     (streaming). A tensor larger than the whole L2 never stays.
+
+    The cache holds addresses, not tensors: once a tensor's last kernel has run, the
+    allocator hands its memory to the tensors written after it (GE's memory reuse), whose
+    lines then land where the dead ones were instead of evicting live data. So a dead
+    tensor stops taking capacity after its last use (``l2_hits_by_name`` keeps every
+    tensor until evicted, the plain reference).
     """
+    last: dict[str, int] = {}
+    for i, (reads, writes) in enumerate(steps):
+        for name, _ in reads:
+            last[name] = i
+        for name, _, _ in writes:
+            last[name] = i
+    dies: list[list[str]] = [[] for _ in steps]
+    for name, i in last.items():
+        dies[i].append(name)
+    return _lru(steps, capacity, dies)
+
+
+def l2_hits_by_name(steps: list[Step], capacity: int) -> list[int]:
+    """``l2_hits`` with every tensor kept until least recently used out, dead or not."""
+    return _lru(steps, capacity, [[] for _ in steps])
+
+
+def _lru(steps: list[Step], capacity: int, dies: list[list[str]]) -> list[int]:
+    """The LRU walk of ``l2_hits``; ``dies[i]``: tensors whose memory is free after kernel i."""
     resident: dict[str, int] = {}   # insertion order = recency, oldest first
     used = 0
     out = []
-    for reads, writes in steps:
+    for (reads, writes), dead in zip(steps, dies):
         hit = 0
         for name, size in reads:
             if name in resident:
@@ -107,6 +132,8 @@ def l2_hits(steps: list[Step], capacity: int) -> list[int]:
                 used -= resident.pop(oldest)
             resident[name] = size
             used += size
+        for name in dead:
+            used -= resident.pop(name, 0)
     return out
 
 

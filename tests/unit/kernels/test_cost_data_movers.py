@@ -51,3 +51,12 @@ def test_a_one_token_lookup_simulates_faster_than_128_tokens():
         return gx.Session(b.build(), device="ascend910b").simulate().stats.makespan_us
 
     assert run(1) < run(128)
+
+
+def test_a_pool_does_its_window_per_output():
+    x, y = (2, 8, 10, 10), (2, 8, 8, 8)
+    for op in ("MaxPool", "AveragePool", "LpPool"):
+        c = node_cost(op, [x], F32 * 1600, [y], F32 * 1024, {"kernel_shape": [3, 3]}, False)
+        assert c.flops == 1024 * 9 and c.bytes == F32 * (1600 + 1024) and c.unit == "vector"
+    g = node_cost("GlobalAveragePool", [x], F32 * 1600, [(2, 8, 1, 1)], F32 * 16, {}, False)
+    assert g.flops == 1600   # a global pool reads each input once

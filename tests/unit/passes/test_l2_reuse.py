@@ -77,3 +77,26 @@ def test_weights_never_hit():
     (_, mm_plain), (_, mm) = _bytes(graph, "ascend310p", False), _bytes(graph, "ascend310p")
     act = mm_plain / 3   # x, w and the output, each 256 x 256
     assert mm == pytest.approx(mm_plain - act + act * _ratio("ascend310p"))   # x from L2; w and the output from HBM
+
+
+def test_a_dead_tensor_stops_taking_l2_capacity():
+    from graphexec.runtime.kernel_time import l2_hits_by_name
+
+    # p lives until the last kernel; t dies after kernel 2, before u is written
+    steps = [([], [("p", 8 * MiB, False)]),
+             ([], [("t", 8 * MiB, False)]),
+             ([("t", 8 * MiB)], []),
+             ([], [("u", 8 * MiB, False)]),
+             ([("p", 8 * MiB), ("u", 8 * MiB)], [])]
+    # kept by name, t's dead lines push p out when u arrives (8 + 8 + 8 > 16)
+    assert l2_hits_by_name(steps, 16 * MiB) == [0, 0, 8 * MiB, 0, 8 * MiB]
+    # by address, u lands where t was (the allocator reuses its memory): p stays
+    assert l2_hits(steps, 16 * MiB) == [0, 0, 8 * MiB, 0, 16 * MiB]
+
+
+def test_a_tensor_read_and_written_by_one_kernel_are_both_live_in_it():
+    steps = [([], [("p", 8 * MiB, False)]),
+             ([], [("t", 8 * MiB, False)]),
+             ([("t", 8 * MiB)], [("u", 8 * MiB, False)]),   # t dies here, but only after u is written
+             ([("p", 8 * MiB), ("u", 8 * MiB)], [])]
+    assert l2_hits(steps, 16 * MiB) == [0, 0, 8 * MiB, 8 * MiB]   # p was evicted for u
