@@ -38,6 +38,7 @@ from graphexec.passes.fusion_switch import read_switch_file
 from graphexec.passes.precision import NUMERICS, resolve
 from graphexec.plan import CompileOptions, MeasuredTimes, MemoryPlan
 from graphexec.runtime.profiles import DeviceProfile, load_profile
+from graphexec.runtime.systems import SystemProfile
 
 _KEEP_NONE: frozenset[str] = frozenset()
 
@@ -66,7 +67,7 @@ class Session:
         parallel: how to spread it: "data", "pipeline", "tensor" or "auto" (see
             ``cluster/spread.py``); ``streams`` is then per card.
         microbatches: parts each card's share of the batch is run in.
-        system: a built-in system name or a system YAML path; None: the built-in whose
+        system: a built-in system name, a system YAML path or a SystemProfile; None: the built-in whose
             cards are ``device`` (atlas800-910 for ascend910, ...).
         compute: False makes every ``run`` a timing-only ``simulate`` (no outputs).
         max_plans: how many input-shape signatures' plans stay loaded on the session's
@@ -89,7 +90,7 @@ class Session:
                  device: str | DeviceProfile | None = None, *, policy: str | None = None, memory: str = "reuse",
                  memory_reuse: bool = True, fold: bool = True, check_hazards: bool = False,
                  launch: str = "graph", threads: int = 1, devices: int = 1, parallel: str = "data",
-                 microbatches: int = 1, system: str | None = None, compute: bool = True,
+                 microbatches: int = 1, system: str | SystemProfile | None = None, compute: bool = True,
                  max_plans: int | None = None, fusion: bool = True, fusion_switch_file: str | None = None,
                  precision_mode: str | None = None, precision_numerics: str = "model",
                  measured: str | MeasuredTimes | None = None) -> None:

@@ -40,7 +40,12 @@ def simulated_us(m: Measurement, profile: DeviceProfile | SystemProfile) -> floa
         if m.ranks > profile.count:
             raise CalibrationError(f"{m.where}: {m.ranks} ranks, but system '{profile.name}' has {profile.count} cards")
         return collective_us(m.collective, float(m.nbytes), profile, list(range(m.ranks)), m.dtype)
-    session = Session(_graph(m.model), streams=m.streams, device=_device(profile))
+    if m.cards > 1:
+        if not isinstance(profile, SystemProfile):
+            raise CalibrationError(f"{m.where}: a run on {m.cards} cards needs a system profile to run on")
+        session = Session(_graph(m.model), streams=m.streams, devices=m.cards, parallel=m.parallel, system=profile)
+    else:
+        session = Session(_graph(m.model), streams=m.streams, device=_device(profile))
     return float(session.simulate(shapes=dict(m.shapes)).stats.makespan_us)
 
 

@@ -83,9 +83,11 @@ def held_out(measurements: Sequence[Measurement], every: int = HOLDOUT_EVERY) ->
 
 
 def applicable(target: Target, measurements: Sequence[Measurement]) -> tuple[list[Measurement], int]:
-    """The rows measured on the target (model rows name its device; collectives need a system)."""
+    """The rows measured on the target (model rows name its device, or the system itself;
+    collectives need a system)."""
     device = target.device_profile.name
     keep = [m for m in measurements if (m.kind in ("model", "op") and m.device == device)
+            or (m.kind == "model" and target.kind == "system" and m.device == target.name)
             or (m.kind == "collective" and target.kind == "system")]
     return keep, len(measurements) - len(keep)
 

@@ -6,7 +6,9 @@
   several joined by ``;``), ``device`` (the profile the row was measured on), ``measured``
   and ``unit`` (``us``, ``ms``, ``s``, or ``fps``: items per second, the batch being the
   ``batch`` column or else the first input's first dimension); optional ``streams``
-  (default 1), ``configuration`` (a label) and ``source``.
+  (default 1), ``configuration`` (a label) and ``source``. A run over several cards names a
+  system in ``device`` and gives ``devices`` (cards) and ``parallel`` (data, pipeline, tensor
+  or auto; default data), as ``Session(devices=, parallel=, system=)`` takes them.
 - Collective tables as ``nccl-tests`` prints them (``all_reduce_perf`` ...: the header
   ``size count type redop root time algbw busbw ...``, the out-of-place ``time`` in us) and
   as ``hccl_test`` prints them (``data_size(Bytes) | aveg_time(us) | alg_bandwidth(GB/s) |
@@ -28,6 +30,7 @@ from graphexec.errors import CalibrationError
 
 TIME_UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6}
 RATE_UNITS = ("fps", "items/s")
+PARALLEL = ("data", "pipeline", "tensor", "auto")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "float16",
               "int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
@@ -52,6 +55,8 @@ class Measurement:
     ranks: int = 0
     dtype: str = "float32"
     op: tuple[str, str, str] = ("", "", "")   # an op row's name, type and input shapes (msprof's)
+    cards: int = 1                # a model row run over several cards of a system ...
+    parallel: str = "data"        # ... spread this way
 
 
 def _shapes(text: str, where: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -94,11 +99,18 @@ def _model_row(row: dict[str, str], where: str, models: Path) -> Measurement:
     streams_text = (row.get("streams") or "1").strip()
     if streams_text != "auto" and not (streams_text.isdigit() and int(streams_text) >= 1):
         raise CalibrationError(f"{where}: field 'streams': {streams_text!r} is not an int >= 1 or 'auto'")
+    cards_text = (row.get("devices") or "1").strip()
+    if not (cards_text.isdigit() and int(cards_text) >= 1):
+        raise CalibrationError(f"{where}: field 'devices': {cards_text!r} is not an int >= 1")
+    parallel = (row.get("parallel") or "data").strip()
+    if parallel not in PARALLEL:
+        raise CalibrationError(f"{where}: field 'parallel': {parallel!r} is not one of {', '.join(PARALLEL)}")
     model = Path(row["model"].strip()).expanduser()
     label = (row.get("configuration") or "").strip() or f"{model.stem} {row['shapes'].strip()}"
     return Measurement("model", label, us, where, (row.get("source") or "").strip(), row["device"].strip().lower(),
                        str(model if model.is_absolute() else models / model), shapes,
-                       "auto" if streams_text == "auto" else int(streams_text))
+                       "auto" if streams_text == "auto" else int(streams_text), cards=int(cards_text),
+                       parallel=parallel)
 
 
 def read_ops(path: str | Path, model: str | Path, shapes: str, device: str) -> list[Measurement]:

@@ -138,3 +138,23 @@ def test_the_shipped_h20_table_parses_and_the_dgx_h100_latency_fits_it():
     cal = calibrate(Target(load_system("dgx-h100")), rows, {"topology.intra_group.latency_us": None})
     assert cal.fitted["topology.intra_group.latency_us"] == pytest.approx(0.669, rel=0.01)   # already the built-in's
     assert cal.summary()["collective"]["held_out"]["error_after"] < 1.07
+
+
+def test_model_rows_over_several_cards_fit_a_systems_host_link(tmp_path):
+    from graphexec.calibrate import read_models_csv
+    from graphexec.calibrate.predict import simulated_us
+
+    block = ROOT / "models" / "inception_block.onnx"
+    truth = Target(load_system("dgx-a100")).build({"host.bandwidth_gbps": 12.0})
+    lines = ["configuration,model,shapes,device,devices,parallel,measured,unit"]
+    for b in (2, 4, 8, 16, 32, 64, 12):
+        row = f"b{b},{block},data={b}x192x28x28,dgx-a100,2,data"
+        m = read_models_csv(_write(f"{lines[0]}\n{row},1,us\n"))[0]
+        lines.append(f"{row},{simulated_us(m, truth)!r},us")
+    rows = read_models_csv(_write("\n".join(lines) + "\n", "rows.csv"))
+    assert {(r.cards, r.parallel, r.device) for r in rows} == {(2, "data", "dgx-a100")}
+    # each card's share of the batch crosses its own host link: the rows pin that link's bandwidth
+    cal = calibrate(Target(load_system("dgx-a100")), rows, {"host.bandwidth_gbps": None})
+    assert cal.fitted["host.bandwidth_gbps"] == pytest.approx(12.0, rel=0.01)
+    with pytest.raises(CalibrationError, match="row 2: field 'parallel': 'zigzag'"):
+        read_models_csv(_write(f"{lines[0]}\nx,{block},data=2x192x28x28,dgx-a100,2,zigzag,1,us\n"))
