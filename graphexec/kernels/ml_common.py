@@ -78,3 +78,21 @@ def as_rows(op: str, x: np.ndarray, to: Any = np.float32) -> np.ndarray:
         raise Unsupported(f"{op}: input {x.dtype} of rank {x.ndim}")
     x = x.reshape(1, -1) if x.ndim < 2 else x
     return x if to is None or x.dtype == to else x.astype(to)
+
+
+def floats(ctx: OpContext, name: str, dtype: Any = np.float32, default: Any = None) -> np.ndarray | None:
+    """A float-list attribute as an array of ``dtype`` (through float32, as the reference holds
+    such attributes), converted once per node and kept in its cache; None where absent."""
+    key = ("floats", name, np.dtype(dtype).str)
+    if key not in ctx.cache:
+        value = ctx.attrs.get(name, default)
+        ctx.cache[key] = None if value is None else np.array(value, dtype=np.float32).astype(dtype)
+    return ctx.cache[key]
+
+
+def need_floats(ctx: OpContext, name: str, dtype: Any = np.float32) -> np.ndarray:
+    """``floats`` of an attribute the op cannot do without (Unsupported where absent)."""
+    got = floats(ctx, name, dtype)
+    if got is None:
+        raise Unsupported(f"{ctx.op}: no {name}")
+    return got

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.kernels import cost_ops
-from graphexec.kernels.ml_common import ML, post_transform, softmax_zero
+from graphexec.kernels.ml_common import ML, floats, post_transform, softmax_zero
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 
@@ -32,8 +32,7 @@ def binarizer(ctx: OpContext, x: np.ndarray) -> np.ndarray:
 @register("Scaler", domain=ML)
 def scaler(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     _floats(ctx.op, x)
-    offset = np.array(ctx.attr("offset", [0.0]), dtype=np.float32)   # the reference's float attributes are float32
-    scale = np.array(ctx.attr("scale", [1.0]), dtype=np.float32)
+    offset, scale = floats(ctx, "offset", default=[0.0]), floats(ctx, "scale", default=[1.0])
     return ((x - offset) * scale).astype(x.dtype)
 
 
@@ -136,11 +135,13 @@ def linear_regressor(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     if x.dtype not in (np.float32, np.float64) or ctx.attr("post_transform", "NONE") != "NONE":
         raise Unsupported(f"LinearRegressor: {x.dtype}, post_transform")
     targets = int(ctx.attr("targets", 1))
-    coef = np.array(ctx.attr("coefficients")).astype(x.dtype)
+    coef = floats(ctx, "coefficients", x.dtype)
+    if coef is None:
+        raise Unsupported("LinearRegressor: no coefficients")
     score = np.dot(x.reshape(1, -1) if x.ndim == 1 else x, coef.reshape(targets, -1).T)
-    intercepts = ctx.attr("intercepts", None)
+    intercepts = floats(ctx, "intercepts", x.dtype)
     if intercepts is not None:
-        score += np.array(intercepts).astype(x.dtype)
+        score += intercepts
     return score
 
 
@@ -150,11 +151,14 @@ def linear_classifier(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.nda
     x = x if x.dtype == np.float64 else x.astype(np.float32)
     x = x.reshape(1, -1) if x.ndim == 1 else x
     ints, strings = ctx.attr("classlabels_ints", None), ctx.attr("classlabels_strings", None)
-    coef = np.array(ctx.attr("coefficients")).astype(x.dtype).reshape(-1, x.shape[1]).T
+    flat = floats(ctx, "coefficients", x.dtype)
+    if flat is None:
+        raise Unsupported("LinearClassifier: no coefficients")
+    coef = flat.reshape(-1, x.shape[1]).T
     scores = np.dot(x, coef)
-    intercepts = ctx.attr("intercepts", None)
+    intercepts = floats(ctx, "intercepts", x.dtype)
     if intercepts is not None:
-        scores += np.array(intercepts).astype(x.dtype)
+        scores += intercepts
     if coef.shape[1] == 1 and max(len(ints or []), len(strings or [])) == 2:
         scores = np.concatenate([-scores, scores], axis=1).astype(np.float32)
     scores = _linear_post(ctx, scores)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.kernels import cost_ops
-from graphexec.kernels.ml_common import ML, POST, labels_of
+from graphexec.kernels.ml_common import ML, POST, labels_of, need_floats
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 
@@ -60,11 +60,11 @@ def svm_regressor(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     x = _rows(ctx, x)
     if ctx.attr("post_transform", "NONE") != "NONE":
         raise Unsupported("SVMRegressor: post_transform")
-    coef = np.array(ctx.attr("coefficients"), dtype=np.float32).astype(x.dtype)
+    coef = need_floats(ctx, "coefficients", x.dtype)
     rho = x.dtype.type(np.float32(ctx.attr("rho")[0]))
     n_sv = int(ctx.attr("n_supports", 0))
     if n_sv > 0:
-        sv = np.array(ctx.attr("support_vectors"), dtype=np.float32).reshape(n_sv, -1).astype(x.dtype)
+        sv = need_floats(ctx, "support_vectors", x.dtype).reshape(n_sv, -1)
         s = kernel_matrix(ctx, x, sv, ctx.attr("kernel_type", "LINEAR")) @ coef + rho
     else:
         s = x @ coef + rho
@@ -110,11 +110,10 @@ def svm_classifier(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarra
         raise Unsupported("SVMClassifier: probabilities or an unknown post_transform")
     n_class = max(len(ints or strings or []), 1)
     per_class = [int(v) for v in ctx.attr("vectors_per_class", None) or []]
-    coef32 = np.array(ctx.attr("coefficients"), dtype=np.float32)
-    rho = np.array(ctx.attr("rho"), dtype=np.float32).astype(x.dtype)
+    coef32, rho = need_floats(ctx, "coefficients"), need_floats(ctx, "rho", x.dtype)
     n_vec = sum(per_class)
     if n_vec > 0:
-        sv = np.array(ctx.attr("support_vectors"), dtype=np.float32).reshape(n_vec, -1).astype(x.dtype)
+        sv = need_floats(ctx, "support_vectors", x.dtype).reshape(n_vec, -1)
         k = kernel_matrix(ctx, x, sv, ctx.attr("kernel_type", "LINEAR"))
         votes, scores = _one_vs_one(ctx, k, coef32.astype(x.dtype).reshape(-1, n_vec), per_class, rho)
         best = np.argmax(votes, axis=1)

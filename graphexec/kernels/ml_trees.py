@@ -10,6 +10,7 @@ Scores are summed tree by tree in the reference's order and dtype, so sums round
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ _MODES = {"LEAF": LEAF, "BRANCH_LEQ": LEQ, "BRANCH_LT": LT, "BRANCH_GTE": GTE, "
           "BRANCH_EQ": EQ, "BRANCH_NEQ": NEQ}
 _TESTS = {LEQ: np.less_equal, LT: np.less, GTE: np.greater_equal, GT: np.greater, EQ: np.equal,
           NEQ: np.not_equal}
+PAIRS = 1 << 15       # (row, tree) pairs walked together: their index arrays stay in cache
 MAX_DENSE = 1 << 25   # leaf-weight table cells ([nodes, targets]) kept dense; larger goes to the reference
 
 
@@ -41,29 +43,75 @@ class Forest:
     roots: np.ndarray
     members: dict[int, np.ndarray] = field(default_factory=dict)
     nan_or: bool = False   # TreeEnsemble-5: a NaN takes the test's branch or the missing one's; else the missing one
+    starts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @cached_property
+    def kids(self) -> np.ndarray:
+        """[2 * nodes]: node i's false successor at 2i, its true one at 2i + 1 (one gather a step)."""
+        return np.stack([self.false, self.true], axis=1).reshape(-1)
+
+    @cached_property
+    def depth(self) -> int:
+        """The most steps from a root to its leaf (a cycle is refused)."""
+        level, depth = np.unique(self.roots), 0
+        while True:
+            level = np.unique(np.concatenate([self.true[level], self.false[level]])[
+                np.tile(self.mode[level] != LEAF, 2)])
+            if not len(level):
+                return depth
+            depth += 1
+            if depth > len(self.mode):
+                raise Unsupported("tree ensemble: a tree has a cycle")
 
     def leaves(self, x: np.ndarray) -> np.ndarray:
-        """[rows, trees] leaf index of every row in every tree."""
+        """[rows, trees] leaf index of every row in every tree, in blocks of rows whose
+        (row, tree) pairs fit in cache (PAIRS)."""
+        rows = max(1, PAIRS // max(len(self.roots), 1))
+        if len(x) <= rows:
+            return self._walk(x)
+        return np.concatenate([self._walk(x[i:i + rows]) for i in range(0, len(x), rows)])
+
+    def _walk(self, x: np.ndarray) -> np.ndarray:
+        """Each step moves every pair still walking one level down; every 4 steps, once the
+        pairs at their leaves are half of them, those are written out and the rest walk on."""
         n, t = len(x), len(self.roots)
-        node = np.tile(self.roots, n)
-        at = np.arange(n * t)
-        base = np.repeat(np.arange(n, dtype=np.int64) * x.shape[1], t)
+        node, base = self._start(n, x.shape[1])
+        out, origin = np.empty(n * t, dtype=np.int64), None   # origin: where each walking pair's leaf goes
         flat, nan = x.reshape(-1), bool(np.isnan(x).any()) if x.dtype.kind == "f" else False
-        modes = np.unique(self.mode[self.mode != LEAF])
-        for _ in range(len(self.mode) + 1):
-            walking = self.mode[node[at]] != LEAF
-            if not walking.any():
-                return node.reshape(n, t)
-            if walking.sum() * 2 < len(at):
-                at = at[walking]
-            cur = node[at]
-            v = flat[base[at] + self.feature[cur]]
-            go = self._test(modes, cur, v)
+        modes, kids = self.modes, self.kids
+        for step in range(self.depth):
+            v = flat[base + self.feature[node]]
+            go = self._test(modes, node, v)
             if nan:
                 isnan = np.isnan(v)
-                go = (go | (isnan & self.missing[cur])) if self.nan_or else np.where(isnan, self.missing[cur], go)
-            node[at] = np.where(go, self.true[cur], self.false[cur])
-        raise Unsupported("tree ensemble: a tree has a cycle")
+                go = (go | (isnan & self.missing[node])) if self.nan_or else np.where(isnan, self.missing[node], go)
+            node = node * 2
+            node += go
+            node = kids[node]
+            if step % 4 == 3:
+                walking = self.mode[node] != LEAF
+                if np.count_nonzero(walking) * 2 < len(node):
+                    done = ~walking
+                    out[np.flatnonzero(done) if origin is None else origin[done]] = node[done]
+                    origin = np.flatnonzero(walking) if origin is None else origin[walking]
+                    node, base = node[walking], base[walking]
+        if origin is None:
+            return node.reshape(n, t)
+        out[origin] = node
+        return out.reshape(n, t)
+
+    def _start(self, n: int, feats: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every pair at its tree's root, and each pair's row offset into X (kept per shape:
+        a model sees the same batch size run after run)."""
+        key = (n, feats)
+        if key not in self.starts:
+            t = len(self.roots)
+            self.starts[key] = (np.tile(self.roots, n), np.repeat(np.arange(n, dtype=np.int64) * feats, t))
+        return self.starts[key]
+
+    @cached_property
+    def modes(self) -> np.ndarray:
+        return np.unique(self.mode[self.mode != LEAF])
 
     def _test(self, modes: np.ndarray, cur: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Whether each walking pair takes its node's true branch (NaN aside)."""
@@ -139,8 +187,8 @@ def _cached(ctx: OpContext, key: str | tuple[str, ...], build: Any) -> Any:
 
 def _sum_trees(res: np.ndarray, table: np.ndarray, leaves: np.ndarray, how: str) -> None:
     """Each tree's leaf weights into ``res``, tree after tree (the reference's order)."""
-    for t in range(leaves.shape[1]):
-        w = table[leaves[:, t]]
+    for column in np.ascontiguousarray(leaves.T):
+        w = table[column]
         if how in ("SUM", "AVERAGE"):
             res += w
         elif how == "MIN":
