@@ -24,6 +24,7 @@ BENCHMARKS = {
     "sweep.py": ["model", "tasks"],
     "eager_overhead.py": ["case", "tasks"],
     "fidelity.py": ["kind", "/"],
+    "calibration.py": ["rows", "split"],
 }
 
 

@@ -1,0 +1,72 @@
+"""The calibration figures of README's "How accurate is it", recomputed on this checkout:
+``graphexec calibrate`` on the 310P rows (part 1's two tuned assumptions refit, every 5th row
+held out), both profiles scored on the held-out models, and the DGX H100's link latency fit to
+the H20 nccl-tests table.
+
+Usage: python benchmarks/calibration.py [--quick] [--models DIR] [--write-profile PATH]
+
+--quick runs the collective part only (no exported model needed); --write-profile writes the
+fitted 310P profile (as benchmarks/data/ascend310p-calibrated.yaml was written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))   # run from a checkout
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from heldout import CSV as HELDOUT  # noqa: E402
+from heldout import MODELS, evaluate  # noqa: E402
+
+from graphexec.calibrate import Target, calibrate, read_collective_table, read_models_csv, write_profile  # noqa: E402
+from graphexec.runtime.profiles import load_profile  # noqa: E402
+from graphexec.runtime.systems import load_system  # noqa: E402
+
+DATA = ROOT / "benchmarks" / "data"
+FIT_310P = {"kernels.cube.efficiency.default": None, "kernels.l2_bytes": None}
+
+
+def _line(what: str, split: str, s: dict) -> str:
+    return (f"{what:<34}{split:<14}{s['rows']:>5} {s['error_before']:>8.3f}x {s['error_after']:>8.3f}x "
+            f"{s['within_25pct_before']:>6.0%} {s['within_25pct_after']:>6.0%}")
+
+
+def collectives() -> list[str]:
+    rows = read_collective_table(DATA / "collectives" / "hgx-h20_all_reduce_perf_8gpu.txt", "all_reduce", 8)
+    path = "topology.intra_group.latency_us"
+    start = Target(load_system("dgx-h100")).build({path: 2.0})   # from the assumption the fit replaced
+    cal = calibrate(Target(start), rows, {path: None})
+    return [f"dgx-h100 link latency {cal.params[0].start:g} -> {cal.fitted[path]:g} us"] + \
+        [_line("H20 all_reduce 4 B-4 KiB", split, s) for split, s in cal.summary()["collective"].items()]
+
+
+def models(folder: Path, write: Path | None) -> list[str]:
+    rows = read_models_csv(DATA / "calibration_models.csv", folder)
+    cal = calibrate(Target(load_profile("ascend310p")), rows, FIT_310P, name="ascend310p-calibrated")
+    out = [f"ascend310p {p.path} {p.start:g} -> {cal.fitted[p.path]:g}" for p in cal.params]
+    out += [_line("310P calibration_models.csv", split, s) for split, s in cal.summary()["model"].items()]
+    if write is not None:
+        write_profile(cal, load_profile("ascend310p"), write)
+        scored = evaluate(HELDOUT, folder, ["ascend310p", str(write)])
+        out += [f"{Path(d).name:<34}{'other models':<14}{len(r['rows']):>5} {r['geomean_error']:>8.3f}x "
+                f"{'':>9} {r['within_25pct']:>6.0%}" for d, r in scored.items()]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the collective fit only (no exported model needed)")
+    ap.add_argument("--models", type=Path, default=MODELS)
+    ap.add_argument("--write-profile", type=Path, help="write the fitted 310P profile here (and score it)")
+    args = ap.parse_args()
+    print(f"{'rows':<34}{'split':<14}{'n':>5} {'before':>9} {'after':>9} {'25%':>6} {'25%':>6}")
+    for line in collectives() + ([] if args.quick else models(args.models, args.write_profile)):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
