@@ -82,10 +82,11 @@ def held_out(measurements: Sequence[Measurement], every: int = HOLDOUT_EVERY) ->
     return flags
 
 
-def applicable(target: Target, measurements: Sequence[Measurement]) -> tuple[list[Measurement], int]:
-    """The rows measured on the target (model rows name its device, or the system itself;
-    collectives need a system)."""
-    device = target.device_profile.name
+def applicable(target: Target, measurements: Sequence[Measurement],
+               rows_device: str | None = None) -> tuple[list[Measurement], int]:
+    """The rows measured on the target (model rows name its device, or ``rows_device`` for a
+    profile of another name, or the system itself; collectives need a system)."""
+    device = (rows_device or target.device_profile.name).lower()
     keep = [m for m in measurements if (m.kind in ("model", "op") and m.device == device)
             or (m.kind == "model" and target.kind == "system" and m.device == target.name)
             or (m.kind == "collective" and target.kind == "system")]
@@ -93,9 +94,11 @@ def applicable(target: Target, measurements: Sequence[Measurement]) -> tuple[lis
 
 
 def calibrate(target: Target, measurements: Sequence[Measurement], fit: Mapping[str, tuple[float, float] | None],
-              holdout_every: int = HOLDOUT_EVERY, name: str | None = None) -> Calibration:
-    """Fit ``fit``'s paths (each with optional bounds) of ``target`` to ``measurements``."""
-    rows, ignored = applicable(target, measurements)
+              holdout_every: int = HOLDOUT_EVERY, name: str | None = None,
+              rows_device: str | None = None) -> Calibration:
+    """Fit ``fit``'s paths (each with optional bounds) of ``target`` to ``measurements``
+    (``rows_device``: the device the model rows name, when not the profile's own name)."""
+    rows, ignored = applicable(target, measurements, rows_device)
     if not rows:
         raise CalibrationError(f"calibrate: no measurement row was taken on '{target.name}' "
                                f"({ignored} rows name other devices, or collectives need a system)")

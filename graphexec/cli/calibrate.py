@@ -45,14 +45,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     rows = [m for f in args.models_csv or [] for m in read_models_csv(f, args.models)]
     if bool(args.ops) != bool(args.ops_model):
         raise CalibrationError("--ops and --ops-model go together: the op table and the model it was measured on")
-    rows += [m for f in args.ops or []
-             for m in read_ops(f, args.ops_model, args.ops_shapes or "", target.device_profile.name)]
+    ops_device = args.rows_device or target.device_profile.name
+    rows += [m for f in args.ops or [] for m in read_ops(f, args.ops_model, args.ops_shapes or "", ops_device)]
     rows += [m for f in args.collectives or []
              for m in read_collective_table(f, args.collective, args.ranks, source=f)]
     fit: dict[str, tuple[float, float] | None] = {}
     for spec in args.fit:
         fit.update(fit_spec(spec))
-    cal = calibrate(target, rows, fit, args.holdout_every, args.name)
+    cal = calibrate(target, rows, fit, args.holdout_every, args.name, args.rows_device)
     if args.out:
         write_profile(cal, target.profile, args.out)
     if args.json:
@@ -118,6 +118,8 @@ def register(sub: Any) -> None:
                    help=f"hold out every N-th row of each kind for the out-of-sample error (default {HOLDOUT_EVERY}; "
                         "0: none)")
     p.add_argument("--name", help="the fitted profile's name (default: the original's)")
+    p.add_argument("--rows-device", metavar="NAME",
+                   help="take the model rows measured on NAME (default: the profile's own name; e.g. refit a copy)")
     p.add_argument("--out", metavar="NEW.yaml", help="write the fitted profile here")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=cmd_calibrate)

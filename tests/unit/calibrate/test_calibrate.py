@@ -193,3 +193,14 @@ def test_the_cli_fits_per_op_rows_and_reports_json(tmp_path):
     assert load_profile(str(out)).task_overhead_us == pytest.approx(3.5, rel=1e-3)
     lone = subprocess.run(cli[:5] + cli[7:], capture_output=True, text=True, check=False)   # --ops without the model
     assert lone.returncode == 2 and "--ops and --ops-model go together" in lone.stderr
+
+
+def test_a_renamed_profile_takes_the_rows_of_the_device_named():
+    # the name keeps its chip's prefix: graphexec tells the chip (its precision default) by it
+    truth = _truth(**{"kernels.cube.efficiency.default": 0.6})
+    mine = Target(load_profile("ascend910")).build({}).model_copy(update={"name": "ascend910-mine"})
+    rows = _rows(truth)
+    with pytest.raises(CalibrationError, match="no measurement row was taken on 'ascend910-mine'"):
+        calibrate(Target(mine), rows, {"kernels.cube.efficiency.default": None})
+    cal = calibrate(Target(mine), rows, {"kernels.cube.efficiency.default": None}, rows_device="ascend910")
+    assert cal.fitted["kernels.cube.efficiency.default"] == pytest.approx(0.6, rel=0.01)
