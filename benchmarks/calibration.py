@@ -12,6 +12,7 @@ fitted 310P profile (as benchmarks/data/ascend310p-calibrated.yaml was written).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from graphexec.calibrate import Target, calibrate, read_collective_table, read_m
 from graphexec.runtime.profiles import load_profile  # noqa: E402
 from graphexec.runtime.systems import load_system  # noqa: E402
 
-DATA = ROOT / "benchmarks" / "data"
+DATA = Path("benchmarks") / "data"   # relative: the fitted sources name the repository's files
 FIT_310P = {"kernels.cube.efficiency.default": None, "kernels.l2_bytes": None}
 
 
@@ -63,6 +64,7 @@ def main() -> None:
     ap.add_argument("--models", type=Path, default=MODELS)
     ap.add_argument("--write-profile", type=Path, help="write the fitted 310P profile here (and score it)")
     args = ap.parse_args()
+    os.chdir(ROOT)
     print(f"{'rows':<34}{'split':<14}{'n':>5} {'before':>9} {'after':>9} {'25%':>6} {'25%':>6}")
     for line in collectives() + ([] if args.quick else models(args.models, args.write_profile)):
         print(line)
