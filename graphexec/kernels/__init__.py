@@ -33,6 +33,7 @@ from graphexec.kernels import (  # noqa: F401
     resize,
     rnn,
     selection,
+    signal,
     tensor,
 )
 from graphexec.kernels.registry import OpContext, Unsupported, lookup, register

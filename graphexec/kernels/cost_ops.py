@@ -74,3 +74,17 @@ def trees(feats: int, attrs: dict) -> float:
     n_trees = len(roots) if roots is not None else len(set(attrs.get("nodes_treeids") or [0]))
     depth = math.log2(n_nodes / max(n_trees, 1) + 1)
     return n_trees * (depth * TREE_STEP_OPS + 1)
+
+
+# a radix-2 FFT's operations per complex output and level (the usual 5 N log2 N count)
+FFT_OPS = 5
+
+
+def fft(ins: list, outs: list, moved: float, attrs: dict) -> Cost | None:
+    """DFT/STFT: FFT_OPS x outputs x log2(transform length), the length taken as the output's
+    frequency axis (a one-sided transform's n/2 + 1 bins under-count it by one level)."""
+    out = outs[0] if outs else None
+    if not out or len(out) < 2:
+        return None
+    axis = out[-2] if len(out) > 2 else out[0]
+    return _vector(FFT_OPS * math.prod(out[:-1]) * max(1.0, math.log2(max(axis, 2))), moved, out[0])
