@@ -82,6 +82,7 @@ def typed(graph: Graph, batch: int) -> Graph:
     g = copy.deepcopy(graph)
     x = g.inputs[0]
     t = g.values[x].type
+    assert t.shape is not None, "the network's input has a declared shape"
     g.values[x].type = TensorType(t.dtype, (batch, *t.shape[1:]))
     infer_types(g)
     return g
@@ -90,8 +91,7 @@ def typed(graph: Graph, batch: int) -> Graph:
 def solo_times(graph: Graph, ops: list[list[int]], device: str) -> tuple[list[float], list[float]]:
     """Each operator's simulated time on one stream and its core-time, from one sequential
     simulation's trace (an operator with no kernel: 0)."""
-    feeds = {graph.inputs[0]: graph.values[graph.inputs[0]].type.shape}
-    result = gx.Session(graph, streams=1, device=device).simulate(shapes=feeds)
+    result = gx.Session(graph, streams=1, device=device).simulate(shapes=_shapes(graph))
     cores = load_profile(device).ai_cores
     by_node = {graph.nodes[i].name: k for k, ns in enumerate(ops) for i in ns}
     time, work = [0.0] * len(ops), [0.0] * len(ops)
@@ -163,15 +163,16 @@ def _chains(block: list[int], succ: dict[int, set[int]]) -> list[list[int]]:
     return chains
 
 
-def ios_parallel(ops: Ops, cores_sync_us: float) -> Schedule:
-    """IOS's dynamic program per block (``dp_parallel``) on the estimated stage latencies."""
+def ios_parallel(ops: Ops, sync_us: float) -> Schedule:
+    """IOS's dynamic program per block (``dp_parallel``) on the estimated stage latencies,
+    ``sync_us`` the cost of a stage of several groups' synchronize (``round_trip_us``)."""
     succ: dict[int, set[int]] = {k: set() for k in range(len(ops.preds))}
     for k, p in enumerate(ops.preds):
         for q in p:
             succ[q].add(k)
     out: Schedule = []
     for block in blocks(ops.preds):
-        out += _dp(block, succ, ops, cores_sync_us)
+        out += _dp(block, succ, ops, sync_us)
     return out
 
 
@@ -287,6 +288,16 @@ def _stretch_us(graph: Graph, groups: list[list[int]], device: str) -> float:
     for node in sub.nodes:
         if node.name in label:
             node.meta["stream_label"] = label[node.name]
-    shapes = {x: sub.values[x].type.shape for x in sub.inputs}
     session = gx.Session(sub, streams=len(groups), device=device)
-    return float(session.simulate(shapes=shapes).stats.makespan_us)
+    return float(session.simulate(shapes=_shapes(sub)).stats.makespan_us)
+
+
+def _shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
+    """Each input's static shape (``typed`` made them all static)."""
+    out = {}
+    for x in graph.inputs:
+        shape = graph.values[x].type.shape
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            raise ValueError(f"input {x!r} has no static shape: {shape}")
+        out[x] = tuple(int(d) for d in shape)   # type: ignore[arg-type]
+    return out
