@@ -18,13 +18,18 @@ back to back with no synchronize at all.
   latencies are estimated from each operator's simulated time alone (IOS measures them
   on the GPU): the slowest group, or the stage's core-time over all cores if larger,
   plus a synchronize when the stage has more than one group.
+- ``ios_both``: the same dynamic program with IOS's other strategy too (``dp_parallel_merge``):
+  a stage may instead be convolutions of one input merged into one convolution of all their
+  output channels (``merged_conv_us``, simulated), whose consumers read their channels in place.
 
 ``run_schedule`` then simulates the schedule as IOS runs it: every stretch of work between
 two synchronizes is a graph of its own (``passes/pipeline_cut.stage_graph``), its groups on
-streams of their own (stream labels), launched from the host (``launch="host"``: IOS calls
-cuDNN, there is no captured graph); the stretches' times add, each synchronize costing the
-profile's ``sync_return_us``. Operators: a Conv with its Relu (IOS's conv block), a pool,
-a Concat (IOS's identity exit node: no kernel), the final pool.
+streams of their own (stream labels); the stretches' times add, and each synchronize costs
+``round_trip_us``: the profile's ``sync_return_us`` (the host waking) and ``launch_cost_us``
+(its next launch). A stretch is timed in graph mode, which fuses each Conv with its Relu as
+IOS's cuDNN call does; inside a stretch the host issues ahead of the device, so its other
+launches do not show. Operators: a Conv with its Relu (IOS's conv block), a pool, a Concat
+(IOS's identity exit node: no kernel), the final pool.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import copy
 import itertools
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -56,6 +61,7 @@ class Ops:
     preds: list[set[int]]
     time: list[float]
     work: list[float]
+    merged_us: Callable[[tuple[int, ...]], float | None] | None = None   # IOS's operator merge, if allowed
 
 
 def operators(graph: Graph) -> tuple[list[list[int]], list[set[int]]]:
@@ -172,7 +178,7 @@ def ios_parallel(ops: Ops, sync_us: float) -> Schedule:
             succ[q].add(k)
     out: Schedule = []
     for block in blocks(ops.preds):
-        out += _dp(block, succ, ops, sync_us)
+        out += [groups for groups, _ in _dp(block, succ, ops, sync_us)]
     return out
 
 
@@ -211,7 +217,8 @@ def _endings(s: frozenset[int], chains: list[list[int]], succ: dict[int, set[int
     return found
 
 
-def _dp(block: list[int], succ: dict[int, set[int]], ops: Ops, sync_us: float) -> Schedule:
+def _dp(block: list[int], succ: dict[int, set[int]], ops: Ops, sync_us: float) -> list[tuple[list[list[int]], bool]]:
+    """The cheapest stages of one block, each (groups, merged): IOS's ``dop``."""
     chains = _chains(block, succ)
 
     @cache
@@ -223,10 +230,82 @@ def _dp(block: list[int], succ: dict[int, set[int]], ops: Ops, sync_us: float) -
             rest = best(s - {k for g in groups for k in g})
             cost = rest[0] + _stage_us(groups, ops, sync_us)
             if cost < choice[0]:
-                choice = (cost, (*rest[1], tuple(tuple(g) for g in groups)))
+                choice = (cost, (*rest[1], (tuple(tuple(g) for g in groups), False)))
+        for combo in _merges(s, succ, ops):
+            us = ops.merged_us(combo) if ops.merged_us is not None else None
+            if us is None:
+                continue
+            rest = best(s - set(combo))
+            if rest[0] + us < choice[0]:
+                choice = (rest[0] + us, (*rest[1], (((*combo,),), True)))
         return choice
 
-    return [[list(g) for g in stage] for stage in best(frozenset(block))[1]]
+    return [([list(g) for g in groups], merged) for groups, merged in best(frozenset(block))[1]]
+
+
+def _merges(s: frozenset[int], succ: dict[int, set[int]], ops: Ops) -> list[tuple[int, ...]]:
+    """Sets of two or more operators of ``s`` with no successor in ``s`` (IOS's ``s1``), the
+    candidates for one merged stage; ``ops.merged_us`` says which merge."""
+    if ops.merged_us is None:
+        return []
+    last = sorted(u for u in s if not (succ[u] & s))
+    return [c for r in range(2, len(last) + 1) for c in itertools.combinations(last, r)]
+
+
+def ios_both(ops: Ops, sync_us: float) -> tuple[Schedule, list[tuple[int, ...]]]:
+    """IOS's ``dp_parallel_merge``: stages of concurrent groups or of convolutions merged into
+    one (``ops.merged_us``); the schedule and the operator sets merged."""
+    succ: dict[int, set[int]] = {k: set() for k in range(len(ops.preds))}
+    for k, p in enumerate(ops.preds):
+        for q in p:
+            succ[q].add(k)
+    out: Schedule = []
+    merged: list[tuple[int, ...]] = []
+    for block in blocks(ops.preds):
+        for groups, was_merged in _dp(block, succ, ops, sync_us):
+            out.append(groups)
+            if was_merged:
+                merged.append(tuple(groups[0]))
+    return out, merged
+
+
+def merged_conv_us(graph: Graph, nodes: list[list[int]], combo: tuple[int, ...], device: str) -> float | None:
+    """The simulated time of IOS's merge of the convolutions ``combo`` (``check_merge``: one
+    input, the same stride, output size and activation, no groups) into one convolution of
+    all their output channels, the largest kernel and padding; None where IOS would not."""
+    convs = [graph.nodes[nodes[k][0]] for k in combo]
+    if any(c.op != "Conv" or c.attrs.get("group", 1) != 1 for c in convs):
+        return None
+    first = convs[0]
+    relu = {len(nodes[k]) == 2 for k in combo}
+    strides = {tuple(c.attrs.get("strides", (1, 1))) for c in convs}
+    out_hw = {_dims(graph, c.outputs[0])[2:] for c in convs}
+    if any(c.inputs[0] != first.inputs[0] for c in convs) or len(strides) > 1 or len(out_hw) > 1 or len(relu) > 1:
+        return None
+    weights = [_dims(graph, c.inputs[1]) for c in convs]
+    pads = tuple(max(int(c.attrs.get("pads", (0, 0, 0, 0))[i]) for c in convs) for i in range(4))
+    return _merged_us(_dims(graph, first.inputs[0]), sum(w[0] for w in weights), max(w[2] for w in weights),
+                      max(w[3] for w in weights), strides.pop(), pads, relu.pop(), device)
+
+
+def _dims(graph: Graph, name: str) -> tuple[int, ...]:
+    """``name``'s static shape (``typed`` made every value's static)."""
+    shape = graph.values[name].type.shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise ValueError(f"{name!r} has no static shape: {shape}")
+    return tuple(int(d) for d in shape)   # type: ignore[arg-type]
+
+
+@cache
+def _merged_us(shape: tuple[int, ...], cout: int, kh: int, kw: int, strides: tuple[int, ...],
+               pads: tuple[int, ...], relu: bool, device: str) -> float:
+    """One convolution (and its Relu) of those sizes alone, simulated."""
+    b = gx.GraphBuilder("merged", opset=17)
+    x = b.input("x", "float32", list(shape))
+    w = np.zeros((cout, shape[1], kh, kw), np.float32)
+    y = b.Conv(x, w, np.zeros(cout, np.float32), kernel_shape=[kh, kw], strides=list(strides), pads=list(pads))
+    b.output(b.Relu(y) if relu else y)
+    return float(gx.Session(b.build(), streams=1, device=device).simulate(shapes={"x": shape}).stats.makespan_us)
 
 
 def round_trip_us(device: str) -> float:
@@ -257,12 +336,20 @@ def stretches(schedule: Schedule) -> list[list[list[int]]]:
     return out + ([cur] if cur else [])
 
 
-def run_schedule(graph: Graph, ops: list[list[int]], schedule: Schedule, device: str) -> float:
+def run_schedule(graph: Graph, ops: list[list[int]], schedule: Schedule, device: str,
+                 merged: list[tuple[int, ...]] | None = None) -> float:
     """Simulated time (us) of ``schedule`` run as IOS runs it on ``device``: the stretches'
-    times plus ``sync_return_us`` per synchronize; ``graph`` typed (``typed``)."""
+    times plus ``round_trip_us`` per synchronize; ``graph`` typed (``typed``). A set of
+    ``merged`` operators runs as its merged convolution (``merged_conv_us``), inside its
+    stretch (a merged stage is one group): its consumers read its channels in place."""
     total = 0.0
+    apart = {k for combo in merged or [] for k in combo}
+    for combo in merged or []:
+        us = merged_conv_us(graph, ops, combo, device)
+        assert us is not None, f"operators {combo} cannot merge"
+        total += us
     for groups in stretches(schedule):
-        nodes = [[i for k in g for i in ops[k] if graph.nodes[i].op != "Concat"] for g in groups]
+        nodes = [[i for k in g if k not in apart for i in ops[k] if graph.nodes[i].op != "Concat"] for g in groups]
         nodes = [g for g in nodes if g]
         if nodes:   # a Concat alone is IOS's identity exit: no kernel
             total += _stretch_us(graph, nodes, device)
@@ -293,11 +380,5 @@ def _stretch_us(graph: Graph, groups: list[list[int]], device: str) -> float:
 
 
 def _shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
-    """Each input's static shape (``typed`` made them all static)."""
-    out = {}
-    for x in graph.inputs:
-        shape = graph.values[x].type.shape
-        if shape is None or not all(isinstance(d, int) for d in shape):
-            raise ValueError(f"input {x!r} has no static shape: {shape}")
-        out[x] = tuple(int(d) for d in shape)   # type: ignore[arg-type]
-    return out
+    """Each input's static shape."""
+    return {x: _dims(graph, x) for x in graph.inputs}

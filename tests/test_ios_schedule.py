@@ -67,3 +67,37 @@ def test_the_dynamic_program_runs_in_parallel_only_when_it_beats_the_synchronize
 def test_a_stage_is_no_faster_than_its_core_time():
     ops = S.Ops([[0], [1]], [set(), set()], [10.0, 10.0], [9.0, 9.0])   # each holds 90% of the cores
     assert S._stage_us([[0], [1]], ops, 0.0) == 18.0
+
+
+def test_convs_of_one_input_merge_into_one_conv_of_all_their_channels():
+    g = S.typed(_block(), 2)
+    nodes, _ = S.operators(g)
+    merged = S.merged_conv_us(g, nodes, (0, 1), "nvidia-v100")
+    b = gx.GraphBuilder("one", opset=17)   # by hand: 8 -> 16 channels, 1x1, with its Relu
+    y = b.Conv(b.input("x", "float32", [2, 8, 16, 16]), np.zeros((16, 8, 1, 1), np.float32),
+               np.zeros(16, np.float32))
+    b.output(b.Relu(y))
+    alone = gx.Session(b.build(), device="nvidia-v100").simulate(shapes={"x": (2, 8, 16, 16)}).stats.makespan_us
+    assert merged == pytest.approx(alone)
+    assert S.merged_conv_us(g, nodes, (0, 3), "nvidia-v100") is None   # c reads the concat, not x
+
+
+def test_the_dynamic_program_merges_when_the_merged_conv_is_the_cheapest_stage():
+    # a and b: 10 us each; run together on two streams 10 us + a 15 us synchronize; merged 12 us
+    ops = S.Ops([[0], [1], [2]], [set(), set(), {0, 1}], [10.0, 10.0, 1.0], [1.0, 1.0, 0.1],
+                merged_us=lambda combo: 12.0 if combo == (0, 1) else None)
+    stages, merged = S.ios_both(ops, 15.0)
+    assert merged == [(0, 1)] and stages == [[[0, 1]], [[2]]]
+    ops.merged_us = lambda combo: None   # nothing may merge: one after the other (20 us) beats 25
+    stages, merged = S.ios_both(ops, 15.0)
+    assert merged == [] and all(len(stage) == 1 for stage in stages)
+
+
+def test_a_merged_stage_is_timed_as_its_conv_and_needs_no_synchronize():
+    g = S.typed(_block(), 1)
+    nodes, _ = S.operators(g)
+    schedule = [[[0, 1]], [[2]], [[3]]]
+    total = S.run_schedule(g, nodes, schedule, "nvidia-v100", [(0, 1)])
+    assert S.syncs(schedule) == [False, False, False]
+    assert total == pytest.approx(S.merged_conv_us(g, nodes, (0, 1), "nvidia-v100")
+                                  + S._stretch_us(g, [nodes[3]], "nvidia-v100"))
