@@ -1,6 +1,6 @@
 """Classical ML (and detection ops): graphexec's host run time against onnxruntime, one thread each.
 
-Usage: python benchmarks/ml_speed.py [--repeat N] [--only NAME,...] [--reference] [--nms]
+Usage: python benchmarks/ml_speed.py [--repeat N] [--only NAME,...] [--reference] [--nms] [--detection]
 
 Runs every model of ``ml_corpus.py``'s cache (built on first use; the exporters are needed
 only then) on its 1000-row batch: graphexec's Session.run and onnxruntime (one intra-op
@@ -11,8 +11,9 @@ labels exactly, scores within 1e-4 relative (printed as the largest difference).
 --reference times what graphexec did before these ops had own kernels: the kernels of the
 ops in OWN are taken out of the registry, so those nodes run through onnx.reference (the
 fallback) as they used to. --nms adds a NonMaxSuppression model (4000 boxes, 1 class, IoU
-0.7, up to 1000 kept: the size of a Faster R-CNN proposal step). Target (issue 35): no
-family above 3x onnxruntime.
+0.7, up to 1000 kept: the size of a Faster R-CNN proposal step); --detection the torchvision
+models of detection_corpus.py (exported on first use where torch and torchvision are
+installed). Target (issue 35): no family above 3x onnxruntime.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import onnx  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import detection_corpus  # noqa: E402
 import ml_corpus  # noqa: E402
 
 import graphexec as gx  # noqa: E402
@@ -129,6 +131,7 @@ def main() -> None:
     p.add_argument("--only", default="")
     p.add_argument("--reference", action="store_true", help="time with OWN's ops through onnx.reference (before)")
     p.add_argument("--nms", action="store_true")
+    p.add_argument("--detection", action="store_true")
     args = p.parse_args()
     if args.reference:
         without_own_kernels()
@@ -140,6 +143,9 @@ def main() -> None:
             cases.append((path.stem, model, {model.graph.input[0].name: np.load(path.with_suffix(".npz"))["x"]}))
     if args.nms:
         cases.append(("nms_4000_boxes", *nms_model()))
+    if args.detection:
+        for path in detection_corpus.build():
+            cases.append((path.stem, onnx.load(str(path)), {"image": np.load(path.with_suffix(".npz"))["image"]}))
     print(f"{'model':30s} {'graphexec ms':>10s} {'ort ms':>10s} {'ratio':>10s}   "
           f"({'reference fallback' if args.reference else 'own kernels'}, median of {args.repeat})")
     ratios = [g / o for g, o in (time_model(n, m, f, args.repeat) for n, m, f in cases)]

@@ -16,6 +16,24 @@ def plan_runners(plan: Any) -> Iterator[Any]:
                 yield from plan_runners(sub)
 
 
+def compiled_runners(compiled: Any) -> Iterator[Any]:
+    """The runners a loaded plan ran: its own and those of every body plan its control tasks
+    loaded, at compile time or for a signature only a run showed (each runner once)."""
+    seen: set[int] = set()
+    for runner in _loaded(compiled):
+        if id(runner) not in seen:
+            seen.add(id(runner))
+            yield runner
+
+
+def _loaded(compiled: Any) -> Iterator[Any]:
+    yield from plan_runners(compiled.plan)
+    for control in getattr(compiled, "controls", {}).values():
+        for body in getattr(control, "bodies", ()):
+            for sub in getattr(body, "plans", {}).values():
+                yield from _loaded(sub)
+
+
 def fallback_line(uses: list[FallbackUse]) -> str | None:
     """``reference fallback: 2 op types, 1,234.5 ms host (NonMaxSuppression 2 nodes 1,200.0 ms, ...)``,
     or None when every op ran an own kernel."""
@@ -32,4 +50,4 @@ def session_fallbacks(session: Any) -> str | None:
     """The line for the plan the session ran last (None for several devices)."""
     if session.multi is not None:
         return None
-    return fallback_line(fallback_uses(plan_runners(session.compiled.plan)))
+    return fallback_line(fallback_uses(compiled_runners(session.compiled)))

@@ -54,6 +54,13 @@ def _num(op: str, *xs: np.ndarray) -> None:
 def _indices(op: str, idx: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
     """Wrap negative indices; out-of-range ones are errors left to the fallback."""
     _need(idx.dtype.kind in "iu", f"{op}: index dtype {idx.dtype}")
+    if idx.size and np.ndim(dim) == 0:   # one bound: two reductions say whether anything needs wrapping
+        lo, hi = idx.min(), idx.max()
+        if lo >= 0:
+            _need(hi < dim, f"{op}: index out of range")
+            return idx.astype(np.int64, copy=False)
+        _need(lo >= -dim and hi < dim, f"{op}: index out of range")
+        return np.where(idx < 0, idx + dim, idx).astype(np.int64, copy=False)
     idx = np.where(idx < 0, idx + dim, idx)
     _need(not idx.size or not ((idx < 0) | (idx >= dim)).any(), f"{op}: index out of range")
     return idx.astype(np.int64, copy=False)

@@ -48,3 +48,23 @@ def test_cli_run_prints_the_fallback_line_and_op_summary_flags_the_task(tmp_path
     with open(tmp_path / "prof" / "op_summary.csv", newline="") as f:
         rows = {r["OP Type"]: r["Host Kernel"] for r in csv.DictReader(f)}
     assert rows == {"Relu": "own", "Det": "reference", "Neg": "own"}
+
+
+def test_fallbacks_inside_an_if_body_are_counted():
+    """A body plan compiled for a signature only the run shows is counted too."""
+    from graphexec.cli.fallbacks import compiled_runners
+
+    det = helper.make_graph([helper.make_node("Det", ["r"], ["d"])], "then", [],
+                            [helper.make_tensor_value_info("d", TensorProto.FLOAT, None)])
+    neg = helper.make_graph([helper.make_node("ReduceSum", ["r"], ["d"], keepdims=0,
+                                              noop_with_empty_axes=0)], "else", [],
+                            [helper.make_tensor_value_info("d", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("If", ["c"], ["y"], then_branch=det,
+                                                                      else_branch=neg)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3]),
+                                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    session = gx.Session(gx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])))
+    session.run({"x": np.eye(3, dtype=np.float32) * 2, "c": np.array(True)})
+    uses = fallback_uses(compiled_runners(session.compiled))
+    assert [(u.op, u.calls) for u in uses] == [("Det", 1)]
