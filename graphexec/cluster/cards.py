@@ -143,7 +143,14 @@ class CardsRun:
         return self._keep(Bound(bound.card, bound.plan, ctx))
 
     def _keep(self, b: Bound) -> Bound:
-        b.ctx.inline = True
+        """``b`` computes during the simulation, its kernels through the plan's replay steps
+        (``Steps.inline``: the single-card engine's fast path, plain KernelCalls where it ends)."""
+        ctx = b.ctx
+        ctx.inline = True
+        steps = None if self.timing else b.plan.card_steps()
+        if steps is not None:
+            ctx.log = {}   # the kernels' starts and end are the ones given here
+            ctx.starts, ctx.log_end = steps.inline(ctx)
         self._bound.append(b)
         return b
 

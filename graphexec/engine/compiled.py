@@ -333,6 +333,14 @@ class Compiled:
                 replay(ctx, tape, self._call_list)
         tape.restore(ctx.device)
 
+    def card_steps(self) -> Steps | None:
+        """The replay steps a run that computes during its simulation calls its kernels by
+        (``Steps.inline``: a multi-card run), made now if not yet; None for a plan with
+        control flow or a thread plan (those compute through their KernelCalls)."""
+        if self._steps is None and not self.controls and self.plan.options.threads == 1:
+            self._steps = self._make_steps()
+        return self._steps
+
     def _make_steps(self) -> Steps:
         ctx = self.context(compute=False)
         ctx.calls = self._calls   # the steps' KernelCalls are the plan's, which every run rebinds

@@ -148,11 +148,11 @@ class Steps:
         self.plain(i)
         return outputs
 
-    def replay(self, ctx: ExecContext, tape: Tape) -> None:
-        """Run the kernels' starts and ends in the order of the tape's steps."""
-        self.ctx = ctx
+    def _refresh(self) -> None:
+        """Bind the steps not bound yet (held, or plain on ``self.ctx``'s calls), and make plain
+        the steps whose runner turned to its fallback since the last run."""
         for i in self._unbound:
-            if not self._hold(i, ctx):
+            if not self._hold(i, self.ctx):
                 self.plain(i)
         self._unbound = []
         if self.flips != NodeRunner.flips:   # a runner turned to its fallback since
@@ -161,6 +161,11 @@ class Steps:
                 fused = self.fused[i]
                 if (runner is not None and runner.uses_fallback) or (fused is not None and fused.uses_fallback):
                     self.plain(i)
+
+    def replay(self, ctx: ExecContext, tape: Tape) -> None:
+        """Run the kernels' starts and ends in the order of the tape's steps."""
+        self.ctx = ctx
+        self._refresh()
         starts, ends, outs = self.starts, self.ends, self.outs
         views = ctx.views
         results: list[Any] = [None] * len(starts)
@@ -182,6 +187,44 @@ class Steps:
                 if ctx.views is not views:   # a run-time allocation: later reads look again
                     views = ctx.views
                     self._plain_after(tape, k)
+
+    def inline(self, ctx: ExecContext) -> tuple[list[Callable[[], Any]], Callable[[Any], None]]:
+        """Each kernel's start and the one end, for a run that computes during its simulation
+        in ``ctx``, a context of this plan of its own (a multi-card run's, ``cluster/cards.py``,
+        where micro-batches of one plan are in flight at once): a direct step is its kernel
+        called directly; a held step its runner on the values held; any other step, or any
+        once ``ctx`` has views of its own (a run-time allocation), ``ctx``'s own KernelCall,
+        the plain path. Every end but a direct one's is ``ctx``'s plain store. A start
+        returns what its end takes: ``(i, result, runner)``, the runner where the step was direct."""
+        self._refresh()
+        kernels, starts, views = self.kernels, self.starts, self.ctx.views
+
+        def start(i: int) -> tuple[int, Any, NodeRunner | None]:
+            if ctx.views is views:
+                runner = self.runners[i]
+                if runner is not None:
+                    try:
+                        return i, starts[i](), runner
+                    except Exception as e:  # noqa: BLE001  (``failed`` re-raises what the runner does not handle)
+                        return i, self.failed(i, e), None
+                if self.held[i]:
+                    return i, starts[i](), None
+            return i, ctx.call(kernels[i]).begin(), None
+
+        def end(token: tuple[int, Any, NodeRunner | None]) -> None:
+            i, res, runner = token
+            if runner is not None:   # a direct step: ``_store``, on ``ctx``
+                if res is self.outs[i]:
+                    return
+                view = self.into[i]
+                if type(res) is np.ndarray and view is not None and res.shape == view.shape \
+                        and res.dtype == view.dtype:
+                    view[...] = res
+                    return
+                res = runner.outputs(res)
+            ctx.call(kernels[i]).finish(res)
+
+        return [partial(start, i) for i in range(len(kernels))], end
 
     def _plain_after(self, tape: Tape, k: int) -> None:
         """Every direct step that begins after the tape's step ``k`` goes plain: its views

@@ -1,0 +1,47 @@
+"""Multi-card runs compute their kernels through the single-card engine's replay steps
+(``Steps.inline``, ``cluster/cards.py``): outputs by bytes, stats and traces are those of
+the plain path (every step a KernelCall: the switch ``test_replay_steps`` turns off)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import graphexec as gx
+from graphexec.engine.steps import Steps
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _runs(graph, feeds_list, parallel):
+    session = gx.Session(graph, devices=2, parallel=parallel, microbatches=1 if parallel == "tensor" else 2)
+    return [session.run(f) for f in feeds_list], session
+
+
+def _same(a, b):
+    assert {k: (v.dtype, v.shape, v.tobytes()) for k, v in a.outputs.items()} == \
+        {k: (v.dtype, v.shape, v.tobytes()) for k, v in b.outputs.items()}
+    assert repr(replace(a.stats, compile_s=0.0, host_time_us=0.0)) == repr(replace(b.stats, compile_s=0.0,
+                                                                                    host_time_us=0.0))
+    assert a.trace == b.trace
+
+
+@pytest.mark.parametrize("parallel", ["data", "pipeline", "tensor"])
+def test_cards_compute_through_the_steps_as_the_plain_path(parallel, monkeypatch):
+    graph = gx.load(LIGHT / "light_squeezenet.onnx")
+    x = graph.inputs[0]
+    rng = np.random.default_rng(3)
+    feeds = [{x: rng.standard_normal((4, *graph.values[x].type.shape[1:])).astype(np.float32)} for _ in range(2)]
+    fast, session = _runs(graph, feeds + feeds[:1], parallel)
+    with monkeypatch.context() as m:   # every step the plain KernelCall's
+        m.setattr(Steps, "_direct", lambda self, i, task, ctx: False)
+        m.setattr(Steps, "_hold", lambda self, i, ctx: False)
+        plain, _ = _runs(graph, feeds + feeds[:1], parallel)
+    for a, b in zip(fast, plain):
+        _same(a, b)
+    steps = session.compiled._steps
+    assert steps is not None and any(r is not None for r in steps.runners)
