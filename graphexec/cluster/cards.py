@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
+from graphexec.cluster.tape import CardsTape, Recorder, quiet
 from graphexec.engine.compiled import Compiled
 from graphexec.engine.executor import ExecContext
 from graphexec.errors import AclError
@@ -114,9 +115,15 @@ def planned(b: Bound, name: str) -> Place | None:
 
 
 class CardsRun:
-    """One run over ``cards`` (device ids) of ``server``, every clock started afresh."""
+    """One run over ``cards`` (device ids) of ``server``, every clock started afresh.
 
-    def __init__(self, server: Server, cards: Sequence[int], timing: bool = False) -> None:
+    With ``tape`` (a run of the same launches recorded it, ``cluster/tape.py``) that still
+    fits the cards, the run launches nothing: its tasks' starts and ends are called in the
+    tape's order at ``finish``. With ``record``, a run that simulates leaves its tape in
+    ``recorded`` where nothing but its launches decided its timeline."""
+
+    def __init__(self, server: Server, cards: Sequence[int], timing: bool = False, tape: CardsTape | None = None,
+                 record: bool = False) -> None:
         self.server = server
         self.timing = timing
         self.cards: dict[int, Card] = {}
@@ -127,6 +134,27 @@ class CardsRun:
         server.group.now = 0.0   # every simulator is new: the group's clock starts with them
         self._bound: list[Bound] = []
         self._buffers: list[Place] = []
+        devices = self._devices()
+        self.tape = tape if tape is not None and not timing and tape.fits(devices) else None
+        self._fns: list[tuple[Callable[[], Any] | None, Callable[[Any], None] | None]] = []   # a replay's tasks
+        self._recorder = Recorder() if record and not timing and self.tape is None else None
+        if self._recorder is not None and not all(quiet(d) for d in devices.values()):
+            self._recorder.broken = "a hazard checker or the caching allocator's blocks"
+        self.recorded: CardsTape | None = None
+
+    def _devices(self) -> dict[int, Device]:
+        return {i: c.device for i, c in self.cards.items()}
+
+    def _task(self, start: Callable[[], Any] | None, end: Callable[[Any], None] | None
+              ) -> tuple[Callable[[], Any] | None, Callable[[Any], None] | None] | None:
+        """A task's start and end as the run gives them: None where a replay keeps them (the
+        task is not launched), wrapped to log where the run records."""
+        if self.tape is not None:
+            self._fns.append((start, end))
+            return None
+        if self._recorder is not None:
+            return self._recorder.wrap(start, end)
+        return start, end
 
     def bind(self, card: int, plan: Compiled) -> Bound:
         """``plan`` (loaded on ``card``'s device) with its streams and events made now."""
@@ -151,6 +179,10 @@ class CardsRun:
         if steps is not None:
             ctx.log = {}   # the kernels' starts and end are the ones given here
             ctx.starts, ctx.log_end = steps.inline(ctx)
+        elif self._recorder is not None:
+            self._recorder.broken = "a plan computes through its KernelCalls"
+        if self._recorder is not None and b.plan.needs_values is not None:
+            self._recorder.broken = b.plan.needs_values
         self._bound.append(b)
         return b
 
@@ -164,7 +196,7 @@ class CardsRun:
                 self.upload(b.card.copy_stream, place, value)
         return self.record(b.card.device, b.card.copy_stream)
 
-    def upload(self, stream: Stream, dst: Place, value: np.ndarray) -> DeviceTask:
+    def upload(self, stream: Stream, dst: Place, value: np.ndarray) -> DeviceTask | None:
         """A host-to-device copy of ``value`` into ``dst`` on ``stream`` (of ``dst``'s card)."""
         data = np.ascontiguousarray(value)
         return self._host_copy(dst.card, stream, "h2d", dst.name, data.nbytes, None if self.timing else _const(data),
@@ -175,6 +207,12 @@ class CardsRun:
         recorded at the end of every one of its streams."""
         ctx, dev = b.ctx, b.card.device
         streams = list(ctx.streams.values())
+        if self.tape is not None:   # its kernels' starts and end, in launch order
+            end = ctx.log_end
+            self._fns.extend((start, end) for start in ctx.starts or ())
+            return [dev.create_event() for _ in streams]
+        if self._recorder is not None and ctx.starts is not None and ctx.log_end is not None:
+            ctx.starts, ctx.log_end = self._recorder.kernels(list(ctx.starts), ctx.log_end)
         for s in streams:
             for ev in after:
                 dev.stream_wait_event(s, ev)
@@ -191,7 +229,7 @@ class CardsRun:
         (the card's copy stream by default); values that never live on the device
         (constants, host objects) are read at ``finish``."""
         dev, stream = b.card.device, stream or b.card.copy_stream
-        for ev in after:
+        for ev in after if self.tape is None else ():
             dev.stream_wait_event(stream, ev)
         for name in names:
             root, _ = b.plan.tasks.locate(name)
@@ -199,12 +237,14 @@ class CardsRun:
                 continue
             t = b.plan.graph.values[name].type
             nbytes = t.nbytes if t.is_static else 0
-            task = self._host_copy(b.card, stream, "d2h", name, nbytes, None, None, reads=[])
-            if not self.timing:
-                task.start_fn, task.end_fn = _reader(b, name, task), _keeper(b.fetched, name)
+            made: list[DeviceTask] = []   # the task, for a size known only once read
+            read, keep = (None, None) if self.timing else (_reader(b, name, made), _keeper(b.fetched, name))
+            task = self._host_copy(b.card, stream, "d2h", name, nbytes, read, keep, reads=[])
+            if task is not None:
+                made.append(task)
         return self.record(dev, stream)
 
-    def copy(self, src: Bound, src_name: str, dst: Bound, dst_name: str) -> DeviceTask:
+    def copy(self, src: Bound, src_name: str, dst: Bound, dst_name: str) -> DeviceTask | None:
         """A copy of ``src_name`` on ``src``'s card into the planned bytes of ``dst_name`` on
         ``dst``'s card, pulled on the destination's copy stream."""
         here = planned(dst, dst_name)
@@ -213,12 +253,15 @@ class CardsRun:
 
     def buffer(self, card: Card, like: Place, name: str) -> Place:
         """A buffer of ``like``'s size on ``card`` for this run (freed by ``finish``)."""
+        assert self.tape is None, "a run with buffers of its own records no tape"
+        if self._recorder is not None:
+            self._recorder.broken = "buffers of the run's own (the caching allocator)"
         ptr = card.device.allocator.malloc(max(1, like.nbytes), card.copy_stream)
         place = Place(card, ptr, like.dtype, like.shape, name)
         self._buffers.append(place)
         return place
 
-    def move(self, issuer: Card, stream: Stream, src: Place | tuple[Bound, str], dst: Place) -> DeviceTask:
+    def move(self, issuer: Card, stream: Stream, src: Place | tuple[Bound, str], dst: Place) -> DeviceTask | None:
         """A copy into ``dst`` on ``stream`` of ``issuer``, of ``src``'s bytes or of a bound
         plan's value (read as the plan keeps it: on the host, or sized only at run time):
         on one card a device-to-device copy, between cards one over the server's links."""
@@ -227,8 +270,12 @@ class CardsRun:
         else:
             b, name = src
             card, reads, read = b.card, [], (lambda: b.ctx.read(name))
-        start = _none if self.timing else (lambda: np.array(read()))
-        end = _drop if self.timing else _setter(dst.view())
+        start: Callable[[], Any] = _none if self.timing else (lambda: np.array(read()))
+        end: Callable[[Any], None] = _drop if self.timing else _setter(dst.view())
+        fns = self._task(start, end)
+        if fns is None:
+            return None
+        start, end = fns[0] or start, fns[1] or end
         writes = [(dst.ptr, dst.nbytes, dst.name)]
         if card is dst.card:
             task = DeviceTask("memcpy", stream, f"memcpy d2d {dst.name}", unit="copy", bytes=float(dst.nbytes),
@@ -240,16 +287,22 @@ class CardsRun:
         issuer.device.launch(task)
         return task
 
-    @staticmethod
-    def record(dev: Device, stream: Stream) -> Event:
+    def record(self, dev: Device, stream: Stream) -> Event:
+        """An event recorded on ``stream`` now (a replay's is never recorded: nothing waits)."""
         ev = dev.create_event()
-        dev.record_event(ev, stream)
+        if self.tape is None:
+            dev.record_event(ev, stream)
         return ev
 
     def _host_copy(self, card: Card, stream: Stream, kind: str, name: str, nbytes: int,
                    start: Callable[[], Any] | None, end: Callable[[Any], None] | None, reads: list | None = None,
-                   writes: list | None = None) -> DeviceTask:
-        """A copy over ``card``'s host link (its own channel of the fabric)."""
+                   writes: list | None = None) -> DeviceTask | None:
+        """A copy over ``card``'s host link (its own channel of the fabric); None in a replay."""
+        if not self.timing:
+            fns = self._task(start, end)
+            if fns is None:
+                return None
+            start, end = fns
         link = self.server.system.host_link(card.index)
         transfer = Transfer(self.server.fabric, [(link.channels, link.latency_us)], float(nbytes), link.kind)
         src, dst = ("host", card.index) if kind == "h2d" else (card.index, "host")
@@ -259,9 +312,20 @@ class CardsRun:
         return card.device.launch(task)
 
     def finish(self) -> None:
-        """Run every card to the end (one global time order), then free run-time allocations."""
-        for card in self.cards.values():
-            card.device.synchronize_device()
+        """Run every card to the end (one global time order), or replay the tape, then free
+        run-time allocations."""
+        devices = self._devices()
+        if self.tape is not None:
+            self.tape.replay(self._fns)
+            self.tape.restore(devices)
+        else:
+            for card in self.cards.values():
+                card.device.synchronize_device()
+        rec = self._recorder
+        if rec is not None and any(b.ctx.temp_segments for b in self._bound):
+            rec.broken = "a run-time allocation"
+        if rec is not None and not rec.broken:
+            self.recorded = rec.tape(devices)
         for b in self._bound:
             for ptr in b.ctx.temp_segments:
                 b.card.device.allocator.free(ptr)
@@ -297,14 +361,15 @@ def _drop(_: Any) -> None:
     return None
 
 
-def _reader(b: Bound, name: str, task: DeviceTask) -> Callable[[], Any]:
-    """At the copy's start: the value's bytes now (their size times the transfer, for a
-    value sized only at run time)."""
+def _reader(b: Bound, name: str, made: list[DeviceTask]) -> Callable[[], Any]:
+    """At the copy's start: the value's bytes now (their size times the transfer of the
+    task in ``made``, for a value sized only at run time)."""
     def read() -> Any:
         value = b.ctx.read(name)
         if isinstance(value, np.ndarray):
             value = np.array(value)
-            task.bytes = task.driver.nbytes = float(value.nbytes)
+            for task in made:
+                task.bytes = task.driver.nbytes = float(value.nbytes)
         return value
     return read
 

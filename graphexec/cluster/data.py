@@ -28,6 +28,7 @@ from graphexec.cluster.base import SimulatedMode
 from graphexec.cluster.cards import Bound, CardsRun
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
+from graphexec.cluster.tape import CardsTape
 from graphexec.engine.compiled import Compiled, clone_graph, compile, gc_paused
 from graphexec.engine.feeds import signature
 from graphexec.errors import GraphExecError
@@ -43,6 +44,7 @@ class DataParallel(SimulatedMode):
     def __init__(self, cluster: Cluster) -> None:
         super().__init__(cluster)
         self._plans: dict[tuple, list[Compiled]] = {}
+        self._tapes: dict[tuple[int, ...], CardsTape] = {}   # each signature's run, simulated once
 
     @property
     def parts(self) -> int:
@@ -83,7 +85,8 @@ class DataParallel(SimulatedMode):
         rows = shares[0][names[0]].shape[0]
         outputs = plans[0].graph.outputs
         m = self.cluster.spread.microbatches
-        run = CardsRun(self.cluster.server, range(len(plans)), timing)
+        key = tuple(id(p) for p in plans)   # a signature's plans stay while the mode does
+        run = CardsRun(self.cluster.server, range(len(plans)), timing, tape=self._tapes.get(key), record=not timing)
         parts: list[Bound] = []
         for i, plan in enumerate(plans):
             b = run.bind(i, plan)
@@ -93,6 +96,8 @@ class DataParallel(SimulatedMode):
                 run.fetch(b, outputs, run.launch(b, [ready]))
                 parts.append(b)
         run.finish()
+        if run.recorded is not None:
+            self._tapes[key] = run.recorded
         stats, each = multi_stats([(p, p.device) for p in plans], self.name, m, plans[0].compile_s)
         if self.cluster.options.check_hazards:
             stats.extra["hazards"] = [h.to_dict() for p in plans for h in p.device.hazards]

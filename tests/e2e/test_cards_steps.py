@@ -45,3 +45,39 @@ def test_cards_compute_through_the_steps_as_the_plain_path(parallel, monkeypatch
         _same(a, b)
     steps = session.compiled._steps
     assert steps is not None and any(r is not None for r in steps.runners)
+
+
+def _no_tapes(m):
+    """Every multi-card run simulates: no tape fits."""
+    from graphexec.cluster.tape import CardsTape
+    m.setattr(CardsTape, "fits", lambda self, devices: False)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "squeezenet"])
+def test_data_parallel_replays_its_simulated_timeline(name, monkeypatch):
+    """A data-parallel signature is simulated once (``cluster/tape.py``); later runs call
+    the tasks' starts and ends in the tape's order, launching nothing: outputs by bytes,
+    stats and traces are those of runs that simulate. Squeezenet's run allocates at run
+    time (the caching allocator's state carries over): it records no tape."""
+    graph = gx.load(LIGHT / f"light_{name}.onnx")
+    x = graph.inputs[0]
+    rng = np.random.default_rng(5)
+    shape = (4, *graph.values[x].type.shape[1:])
+    feeds = [{x: rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
+    double = {x: np.concatenate([feeds[0][x], feeds[1][x]])}   # another signature
+    taped, session = _runs(graph, feeds + [double, feeds[0]], "data")
+    assert len(session.multi._tapes) == (2 if name == "resnet50" else 0)
+    with monkeypatch.context() as m:
+        _no_tapes(m)
+        simulated, _ = _runs(graph, feeds + [double, feeds[0]], "data")
+    for a, b in zip(taped, simulated):
+        _same(a, b)
+
+
+def test_no_tape_under_the_hazard_checker():
+    graph = gx.load(LIGHT / "light_resnet50.onnx")
+    x = graph.inputs[0]
+    feeds = {x: np.random.default_rng(0).standard_normal((2, *graph.values[x].type.shape[1:])).astype(np.float32)}
+    session = gx.Session(graph, devices=2, parallel="data", check_hazards=True)
+    session.run(feeds)
+    assert not session.multi._tapes and session.run(feeds).stats.extra["hazards"] == []
