@@ -142,6 +142,11 @@ def build(out: Path = CACHE) -> list[Path]:
     return paths
 
 
+def cached(out: Path = CACHE) -> list[Path]:
+    """The models exported already (none where the corpus was never built)."""
+    return sorted(out.glob("*.onnx")) if out.is_dir() else []
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=CACHE)

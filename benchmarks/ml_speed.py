@@ -1,6 +1,6 @@
 """Classical ML (and detection ops): graphexec's host run time against onnxruntime, one thread each.
 
-Usage: python benchmarks/ml_speed.py [--repeat N] [--only NAME,...] [--reference] [--nms] [--detection]
+Usage: python benchmarks/ml_speed.py [--repeat N] [--only NAME,...] [--reference] [--nms] [--detection] [--quick]
 
 Runs every model of ``ml_corpus.py``'s cache (built on first use; the exporters are needed
 only then) on its 1000-row batch: graphexec's Session.run and onnxruntime (one intra-op
@@ -13,7 +13,9 @@ ops in OWN are taken out of the registry, so those nodes run through onnx.refere
 fallback) as they used to. --nms adds a NonMaxSuppression model (4000 boxes, 1 class, IoU
 0.7, up to 1000 kept: the size of a Faster R-CNN proposal step); --detection the torchvision
 models of detection_corpus.py (exported on first use where torch and torchvision are
-installed). Target (issue 35): no family above 3x onnxruntime.
+installed). --quick: the NMS model at 1000 boxes and three runs, with the corpus only where it is
+cached already (what tests/test_benchmarks.py runs). Target (issue 35): no family above 3x
+onnxruntime.
 """
 
 from __future__ import annotations
@@ -56,11 +58,10 @@ def without_own_kernels() -> None:
         registry._REGISTRY.pop(key, None)
 
 
-def nms_model() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def nms_model(n: int = 4000) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     from onnx import TensorProto, helper
 
     rng = np.random.default_rng(0)
-    n = 4000
     xy = rng.uniform(0, 800, (1, n, 2)).astype(np.float32)
     boxes = np.concatenate([xy, xy + rng.uniform(5, 100, (1, n, 2)).astype(np.float32)], axis=-1)
     scores = rng.random((1, 1, n)).astype(np.float32)
@@ -132,17 +133,21 @@ def main() -> None:
     p.add_argument("--reference", action="store_true", help="time with OWN's ops through onnx.reference (before)")
     p.add_argument("--nms", action="store_true")
     p.add_argument("--detection", action="store_true")
+    p.add_argument("--quick", action="store_true")
     args = p.parse_args()
+    if args.quick:
+        args.repeat, args.nms = min(args.repeat, 3), True
     if args.reference:
         without_own_kernels()
     warnings.simplefilter("ignore")
     cases = []
-    for path in ml_corpus.build():
+    for path in (ml_corpus.cached() if args.quick else ml_corpus.build()):
         if not args.only or path.stem in args.only.split(","):
             model = onnx.load(str(path))
             cases.append((path.stem, model, {model.graph.input[0].name: np.load(path.with_suffix(".npz"))["x"]}))
     if args.nms:
-        cases.append(("nms_4000_boxes", *nms_model()))
+        n = 1000 if args.quick else 4000
+        cases.append((f"nms_{n}_boxes", *nms_model(n)))
     if args.detection:
         for path in detection_corpus.build():
             cases.append((path.stem, onnx.load(str(path)), {"image": np.load(path.with_suffix(".npz"))["image"]}))

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "eager_overhead.py": ["case", "tasks"],
     "fidelity.py": ["kind", "/"],
     "calibration.py": ["rows", "split"],
+    "ml_speed.py": ["model", "graphexec"],
 }
 
 
