@@ -131,7 +131,7 @@ def read_models_csv(path: str | Path, models: str | Path | None = None) -> list[
     path = Path(path)
     folder = Path(models).expanduser() if models is not None else path.parent
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:   # a spreadsheet's BOM is not a column name
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             missing = [c for c in ("model", "shapes", "device", "measured", "unit") if c not in header]

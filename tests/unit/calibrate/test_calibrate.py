@@ -204,3 +204,11 @@ def test_a_renamed_profile_takes_the_rows_of_the_device_named():
         calibrate(Target(mine), rows, {"kernels.cube.efficiency.default": None})
     cal = calibrate(Target(mine), rows, {"kernels.cube.efficiency.default": None}, rows_device="ascend910")
     assert cal.fitted["kernels.cube.efficiency.default"] == pytest.approx(0.6, rel=0.01)
+
+
+def test_a_csv_saved_by_a_spreadsheet_with_a_bom_reads(tmp_path):
+    csv = tmp_path / "rows.csv"
+    csv.write_text("model,shapes,device,measured,unit\n"
+                   f"{BLOCK},data=1x192x28x28,ascend910,20,us\n", encoding="utf-8-sig")
+    (row,) = read_models_csv(csv)
+    assert row.measured_us == 20.0 and row.model == BLOCK
