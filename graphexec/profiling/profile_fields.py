@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from graphexec.runtime.kernel_time import op_class
+
 # the fields each cause's bound is set by (a compute cause adds its unit and dtype's own)
 FIELDS: dict[str, tuple[str, ...]] = {
     "dependency": ("ai_cores",),
@@ -59,24 +61,38 @@ def named(profile: Any, path: str) -> dict[str, Any] | None:
     return {"field": path, "value": _plain(value), "source": source(profile, path)}
 
 
-def compute_fields(tasks: list[Any]) -> tuple[str, ...]:
+def compute_fields(tasks: list[Any], profile: Any) -> tuple[str, ...]:
     """The peak rate and efficiency of the unit and dtype that ran the most kernel time (the AI
     CPU's rate and cores when it ran the most)."""
-    time: Counter[tuple[str, str]] = Counter()
+    time: Counter[tuple[str, str, str]] = Counter()
+    lone: Counter[tuple[str, str, str]] = Counter()   # of it, kernels whose blocks ran one item each
     for t in tasks:
         if t.kind in ("kernel", "aicpu") and t.start_t is not None and t.unit in ("cube", "vector", "aicpu"):
-            time[(t.unit, str(t.dtype))] += t.end_t - t.start_t
+            key = (t.unit, str(t.dtype), op_class(t.meta))
+            time[key] += t.end_t - t.start_t
+            lone[key] += (t.end_t - t.start_t) * _one_item_per_block(t, profile)
     if not time:
         return ("peak_tflops",)
-    unit, dtype = max(time, key=lambda k: (time[k], k))
+    unit, dtype, op = max(time, key=lambda k: (time[k], k))
     if unit == "aicpu":   # float32 cube work on a chip without a float32 cube path, or ops with no AI-core kernel
         return ("aicpu_gflops_per_core", "aicpu_cores")
-    return (f"peak_tflops.{unit}.{dtype}", f"kernels.{unit}.efficiency")
+    per_op = f"kernels.{unit}.op_efficiency.{op}"   # where the profile gives the op class its own
+    efficiency = per_op if op and lookup(profile, per_op) is not None else f"kernels.{unit}.efficiency"
+    paths = (f"peak_tflops.{unit}.{dtype}", efficiency)
+    return paths + (f"kernels.{unit}.lone_efficiency",) if 2 * lone[unit, dtype, op] > time[unit, dtype, op] else paths
+
+
+def _one_item_per_block(t: Any, profile: Any) -> bool:
+    """Whether a kernel's blocks each ran one work item (so ``lone_efficiency`` timed it)."""
+    km = getattr(profile, "kernels", None)
+    if km is None or t.unit not in ("cube", "vector"):
+        return False
+    return -(-max(t.block_dim, 1) // getattr(km, t.unit).split) <= profile.unit_cores(t.unit)
 
 
 def cause_fields(reason: str, profile: Any, tasks: list[Any]) -> list[dict[str, Any]]:
     """The named fields (value and source) a cause's bound rests on."""
-    paths = FIELDS[reason] + (compute_fields(tasks) if reason == "compute" else ())
+    paths = FIELDS[reason] + (compute_fields(tasks, profile) if reason == "compute" else ())
     return [f for f in (named(profile, p) for p in paths) if f is not None]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from profiling_graphs import tiny_chain, wide_reductions
 
@@ -174,3 +175,21 @@ def test_measured_durations_get_no_advice_that_makes_other_kernels(tmp_path):
     acts, d = _actions(g, fusion=False, precision_mode="must_keep_origin_dtype", measured=str(tmp_path))
     assert "fusion" not in acts and "precision" not in acts and "action_fusion_us" not in d.numbers
     assert "streams" in acts   # the measured kernels on more streams: a schedule, nothing re-timed
+
+
+def test_compute_cause_names_the_op_class_efficiency_that_timed_it() -> None:
+    """On the V100 a convolution is timed at kernels.cube.op_efficiency.Conv (and a lone block at
+    lone_efficiency): the compute cause names those fields, not the unit's default efficiency."""
+    from graphexec.profiling.profile_fields import compute_fields
+
+    b = gx.GraphBuilder("conv")
+    x = b.input("x", "float32", ("n", 64, "h", "h"))
+    w = b.constant(np.ones((64, 64, 3, 3), np.float32) / 100)
+    b.output(b.Conv(x, w, pads=[1, 1, 1, 1]))
+    graph = b.build()
+    r = gx.Session(graph, device="nvidia-v100").simulate(shapes={"x": (8, 64, 56, 56)})
+    fields = compute_fields(r.run.tasks, r.run.plan.profile)
+    assert fields == ("peak_tflops.cube.float32", "kernels.cube.op_efficiency.Conv")   # many tiles a block
+    r = gx.Session(graph, device="nvidia-v100").simulate(shapes={"x": (1, 64, 7, 7)})
+    fields = compute_fields(r.run.tasks, r.run.plan.profile)
+    assert fields[-1] == "kernels.cube.lone_efficiency"   # a few tiles: one a block
