@@ -32,6 +32,7 @@ from graphexec.frontend.onnx_checks import (
     load_external_data,
     parse_failure,
 )
+from graphexec.frontend.onnx_functions import inline_functions
 from graphexec.frontend.onnx_meta import check_meta_schedule, read_meta
 from graphexec.frontend.onnx_stream import raw_bytes, split_weights
 from graphexec.frontend.provenance import record
@@ -189,8 +190,10 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
 
     ``base`` is the model file's folder (None for bytes or a proto): paths in its
     metadata must stay inside it. ``raws``: initializers' ``raw_data`` read apart
-    (:func:`read_model_weights`), by initializer index.
+    (:func:`read_model_weights`), by initializer index. Model-local functions are inlined
+    into ``model`` first (``onnx_functions.py``): the caller hands over a model it owns.
     """
+    inline_functions(model, source)
     g = model.graph
     nodes = [fields_of(n) for n in g.node]   # each field read once (see fields_of)
     for i, (n, name, op, *_, attrs) in enumerate(nodes):  # first: the checks below walk subgraphs recursively
@@ -290,6 +293,8 @@ def load_onnx(src: Any) -> Graph:
 
 def _load_onnx(src: Any) -> Graph:
     if isinstance(src, onnx.ModelProto):
+        if src.functions:   # inlining rewrites the model: not the caller's
+            src = _copy(src)
         return from_onnx(src, src.graph.name or "<model>")
     if isinstance(src, (bytes, bytearray)):
         return from_onnx(parse_model(bytes(src)), "<bytes>")
@@ -298,3 +303,9 @@ def _load_onnx(src: Any) -> Graph:
     for f in files:  # what the model read: outputs may not replace them
         record(graph, f)
     return graph
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
