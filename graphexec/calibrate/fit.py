@@ -38,11 +38,13 @@ Residuals = Callable[[np.ndarray], np.ndarray]   # ln values -> ln(simulated / m
 
 @dataclass(frozen=True)
 class Fit:
-    """The fitted ln values, the iterations it took, and the Jacobian at the start."""
+    """The fitted ln values, the iterations it took, the Jacobian at the start, and each
+    parameter's 1-sigma spread in ln value (about its relative uncertainty) at the fit."""
 
     x: np.ndarray
     iterations: int
     jacobian: np.ndarray
+    spread: np.ndarray
 
 
 def jacobian(residuals: Residuals, x: np.ndarray, r0: np.ndarray, params: Sequence[Param]) -> np.ndarray:
@@ -104,7 +106,17 @@ def levenberg_marquardt(residuals: Residuals, params: Sequence[Param], check: bo
             break
         done = cost - cost_new < 1e-10 * max(cost, 1e-30) or np.max(np.abs(x_new - x)) < 1e-6
         x, r, cost, damping = x_new, r_new, cost_new, max(damping / 10, 1e-9)
+        jac = jacobian(residuals, x, r, params)
         if done:
             break
-        jac = jacobian(residuals, x, r, params)
-    return Fit(x, iterations, jac0)
+    return Fit(x, iterations, jac0, spread(jac, r))
+
+
+def spread(jac: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """1-sigma of each ln parameter from the residuals left: s^2 (J^T J)^-1 with s^2 their
+    variance over n - k degrees of freedom (nan with no degree of freedom left)."""
+    n, k = jac.shape
+    if n <= k:
+        return np.full(k, np.nan)
+    cov = float(r @ r) / (n - k) * np.linalg.pinv(jac.T @ jac)
+    return np.sqrt(np.maximum(np.diag(cov), 0.0))

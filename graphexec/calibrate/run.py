@@ -45,6 +45,7 @@ class Calibration:
     profile: Any
     iterations: int
     ignored: int = 0
+    spread: dict[str, float] = field(default_factory=dict)   # path -> 1-sigma relative uncertainty
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -118,7 +119,8 @@ def calibrate(target: Target, measurements: Sequence[Measurement], fit: Mapping[
     before, after = times(x0), times(result.x)
     fitted = {p.path: _rounded(p, math.exp(v)) for p, v in zip(params, result.x)}
     out = [Row(m, h, b / m.measured_us, a / m.measured_us) for m, h, b, a in zip(rows, flags, before, after)]
-    cal = Calibration(target.name, params, fitted, out, None, result.iterations, ignored)
+    cal = Calibration(target.name, params, fitted, out, None, result.iterations, ignored,
+                      {p.path: float(math.expm1(s)) for p, s in zip(params, result.spread)})
     cal.profile = target.build(fitted, _sources(target, cal)) if name is None else \
         _renamed(target, fitted, _sources(target, cal), name)
     return cal
@@ -154,5 +156,10 @@ def _sources(target: Target, cal: Calibration) -> dict[str, str]:
     e_out = (f"; held out {_rows_text(held)}: {error([r.before for r in held]):.3f}x -> "
              f"{error([r.after for r in held]):.3f}x" if held else "")
     return {p.path: f"fitted: {_rows_text(train)} ({len(train)} rows, {e_in}{e_out}) by graphexec calibrate, "
-                    f"with {', '.join(q.path for q in cal.params)} free; before: {p.start:g}"
+                    f"with {', '.join(q.path for q in cal.params)} free{_plus_minus(cal.spread.get(p.path))}; "
+                    f"before: {p.start:g}"
             for p in cal.params}
+
+
+def _plus_minus(s: float | None) -> str:
+    return "" if s is None or math.isnan(s) else f", +-{100 * s:.2g}% (1 sigma of the residuals)"

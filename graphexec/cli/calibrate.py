@@ -65,7 +65,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def as_json(cal: Calibration) -> dict[str, Any]:
     return {"target": cal.target, "iterations": cal.iterations, "ignored_rows": cal.ignored,
             "params": [{"path": p.path, "before": p.start, "after": cal.fitted[p.path], "lower": p.lower,
-                        "upper": p.upper} for p in cal.params],
+                        "upper": p.upper, "relative_sigma": cal.spread.get(p.path)} for p in cal.params],
             "summary": cal.summary(),
             "rows": [{"label": r.m.label, "kind": r.m.kind, "where": r.m.where, "held_out": r.held_out,
                       "measured_us": r.m.measured_us, "ratio_before": r.before, "ratio_after": r.after}
@@ -77,7 +77,10 @@ def print_report(cal: Calibration, out: str | None) -> None:
           f"({sum(r.held_out for r in cal.rows)} held out), {cal.iterations} iteration(s)"
           + (f"; {cal.ignored} rows taken on other devices ignored" if cal.ignored else ""))
     for p in cal.params:
-        print(f"  {p.path:<44} {p.start:>12.4g} -> {cal.fitted[p.path]:<12.4g} (bounds {p.lower:.3g}..{p.upper:.3g})")
+        sigma = cal.spread.get(p.path, float("nan"))
+        pm = f" +-{100 * sigma:.2g}%" if sigma == sigma else ""
+        print(f"  {p.path:<44} {p.start:>12.4g} -> {cal.fitted[p.path]:<12.4g}{pm} "
+              f"(bounds {p.lower:.3g}..{p.upper:.3g})")
     print(f"  {'rows (ratio = simulated / measured time)':<58}{'before':>8}{'after':>8}")
     for r in cal.rows:
         tag = " (held out)" if r.held_out else ""

@@ -42,6 +42,17 @@ def test_a_fit_recovers_the_profile_that_made_the_measurements():
     s = cal.summary()["model"]
     assert s["train"]["error_before"] > 1.05 and s["train"]["error_after"] < 1.001
     assert s["held_out"]["rows"] == 1 and s["held_out"]["error_after"] < 1.001   # row 5 of 8 is held out
+    assert all(0 <= v < 1e-3 for v in cal.spread.values())   # exact rows leave no spread
+
+
+def test_noisy_rows_give_each_parameter_its_spread():
+    truth = _truth(**{"kernels.cube.efficiency.default": 0.55})
+    rows = _rows(truth)
+    noisy = [Measurement(**{**m.__dict__, "measured_us": m.measured_us * (1.05 if i % 2 else 0.95)})
+             for i, m in enumerate(rows)]
+    cal = calibrate(Target(load_profile("ascend910")), noisy, {"kernels.cube.efficiency.default": None})
+    assert 0.005 < cal.spread["kernels.cube.efficiency.default"] < 0.2
+    assert "+-" in cal.profile.sources["kernels.cube.efficiency.default"]
 
 
 def test_the_held_out_rows_are_every_fifth_of_each_kind_in_table_order():
