@@ -23,6 +23,8 @@ from graphexec.kernels import cost_ops
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 CHUNK = 128   # candidates decided together: a CHUNK x CHUNK matrix, then one sweep of the rest
+SWEEP_FROM = 512   # from this many later candidates on, only pairs whose x ranges can meet are tested,
+SWEEP_SHARE = 0.25   # where they are at most this share of all pairs (else each costs more than a dense one)
 
 
 def _thresholds(max_out: Any, iou: Any, score: Any, dtype: np.dtype) -> tuple[int, Any, Any]:
@@ -67,6 +69,50 @@ def _suppresses(ext: tuple[np.ndarray, ...], a: np.ndarray, b: np.ndarray, thr: 
     return out
 
 
+def _pair_hits(ext: tuple[np.ndarray, ...], a: np.ndarray, b: np.ndarray, thr: Any) -> np.ndarray:
+    """Per pair (a[k], b[k]) of box indices: whether one suppresses the other (``_suppresses``'s test)."""
+    x0, x1, y0, y1, area = ext
+    with np.errstate(all="ignore"):
+        w = np.minimum(x1[a], x1[b])
+        w -= np.maximum(x0[a], x0[b])
+        h = np.minimum(y1[a], y1[b])
+        h -= np.maximum(y0[a], y0[b])
+        inter = w * h
+        union = area[a] + area[b] - inter
+        return (w > 0) & (h > 0) & (inter > 0) & (area[a] > 0) & (area[b] > 0) & (union > 0) & (inter / union > thr)
+
+
+def _suppressed(ext: tuple[np.ndarray, ...], chosen: np.ndarray, rest: np.ndarray, thr: Any) -> np.ndarray:
+    """Per box of ``rest``: whether a box of ``chosen`` suppresses it. With many boxes only the
+    pairs whose x ranges can meet are tested: ``rest`` sorted by left edge, a chosen box meets
+    those whose left edge lies within (its left edge - the widest box, its right edge), a
+    contiguous run (torchvision's batched NMS offsets each class far from the others, so a box
+    meets only its own class's)."""
+    x0, x1 = ext[0], ext[1]
+    left, right = x0[rest].astype(np.float64), x1[rest].astype(np.float64)
+    widest = float((right - left).max()) if len(rest) else 0.0
+    if len(rest) < SWEEP_FROM or not np.isfinite(widest) or not np.isfinite(left).all() \
+            or not np.isfinite(x0[chosen]).all() or not np.isfinite(x1[chosen]).all():
+        return np.asarray(_suppresses(ext, chosen, rest, thr).any(axis=0))
+    order = np.argsort(left, kind="stable")
+    edges = left[order]
+    start = x0[chosen].astype(np.float64) - widest
+    start -= 1e-9 * (np.abs(start) + widest) + 1e-30   # a margin for float64 boxes' rounded widths
+    lo = np.searchsorted(edges, start, side="left")
+    hi = np.searchsorted(edges, x1[chosen].astype(np.float64), side="left")
+    counts = np.maximum(hi - lo, 0)
+    if counts.sum() > SWEEP_SHARE * len(chosen) * len(rest):   # most pairs meet: the dense test is cheaper per pair
+        return np.asarray(_suppresses(ext, chosen, rest, thr).any(axis=0))
+    if not counts.sum():
+        return np.zeros(len(rest), dtype=bool)
+    at = np.arange(int(counts.sum())) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    local = order[at]
+    hit = _pair_hits(ext, np.repeat(chosen, counts), rest[local], thr)
+    dead = np.zeros(len(rest), dtype=bool)
+    dead[local[hit]] = True
+    return dead
+
+
 def _greedy(sup: np.ndarray, room: int) -> list[int]:
     """The rows a greedy pass keeps, in order, given ``sup[i, j]``: i suppresses j."""
     dead = np.zeros(len(sup), dtype=bool)
@@ -100,7 +146,7 @@ def nms_class(ext: tuple[np.ndarray, ...], scores: np.ndarray, max_out: int, iou
         room -= len(chosen)
         rest = np.flatnonzero(alive[start + CHUNK:]) + start + CHUNK
         if len(rest) and room > 0:
-            alive[rest] = ~_suppresses(ext, chosen, order[rest], iou).any(axis=0)
+            alive[rest] = ~_suppressed(ext, chosen, order[rest], iou)
     return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
 
 

@@ -118,3 +118,34 @@ def test_roi_align_equals_the_reference_and_onnxruntime(trial):
 def test_roi_align_node_tests_run_the_own_kernel():
     cases = node_cases_without_fallback(r"^test_roialign_")
     assert len(cases) == 3 and all(ok and not fallback for _, ok, fallback in cases), cases
+
+
+@pytest.mark.parametrize("layout", ["spread", "clustered", "class_offsets"])
+def test_nms_sweep_selects_what_the_dense_test_and_onnxruntime_select(monkeypatch, layout):
+    """Thousands of boxes (the x-sorted sweep's case): spread out, clustered (most pairs meet:
+    the dense test), and moved apart per class as torchvision's batched NMS does."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    from graphexec.kernels import detection
+
+    n = 3000
+    boxes = _boxes(1, n, 0, rounded=False)
+    boxes *= np.float32({"spread": 8.0, "clustered": 1.0, "class_offsets": 1.0}[layout])
+    if layout == "class_offsets":
+        boxes += (RNG.integers(0, 40, n) * 1000.0).astype(np.float32)[None, :, None]
+    scores = RNG.random((1, 1, n)).astype(np.float32)
+    m, iou, score = np.array([800], np.int64), np.array([0.5], np.float32), np.array([0.1], np.float32)
+    ctx = OpContext("NonMaxSuppression")
+    swept = non_max_suppression(ctx, boxes, scores, m, iou, score)
+    monkeypatch.setattr(detection, "SWEEP_FROM", 10 ** 9)
+    np.testing.assert_array_equal(swept, non_max_suppression(ctx, boxes, scores, m, iou, score))
+    node = helper.make_node("NonMaxSuppression", ["b", "s", "m", "i", "t"], ["y"])
+    types = [("b", TensorProto.FLOAT), ("s", TensorProto.FLOAT), ("m", TensorProto.INT64), ("i", TensorProto.FLOAT),
+             ("t", TensorProto.FLOAT)]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, t, None) for k, t in types],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, dict(b=boxes, s=scores, m=m, i=iou, t=score))[0]
+    np.testing.assert_array_equal(swept, got)
