@@ -60,6 +60,19 @@ def jacobian(residuals: Residuals, x: np.ndarray, r0: np.ndarray, params: Sequen
     return np.stack(cols, axis=1) if cols else np.zeros((len(r0), 0))
 
 
+def conditioning(jac: np.ndarray) -> tuple[float, float]:
+    """(condition number of the Jacobian with unit columns, the least of the parameters'
+    largest sensitivities): what ``check_identifiable`` judges, for the report."""
+    if jac.shape[1] == 0:
+        return 1.0, 0.0
+    least = float(np.min(np.max(np.abs(jac), axis=0)))
+    norms = np.linalg.norm(jac, axis=0)
+    if not np.all(norms > 0):
+        return float("inf"), least
+    s = np.linalg.svd(jac / norms, compute_uv=False)
+    return float(s[0] / s[-1]) if s[-1] > 0 else float("inf"), least
+
+
 def check_identifiable(jac: np.ndarray, params: Sequence[Param]) -> None:
     """Refuse (one line) when the training rows cannot pin these parameters."""
     n, k = jac.shape

@@ -46,6 +46,7 @@ class Calibration:
     iterations: int
     ignored: int = 0
     spread: dict[str, float] = field(default_factory=dict)   # path -> 1-sigma relative uncertainty
+    jacobian: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))   # at the start, training rows
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -120,7 +121,7 @@ def calibrate(target: Target, measurements: Sequence[Measurement], fit: Mapping[
     fitted = {p.path: _rounded(p, math.exp(v)) for p, v in zip(params, result.x)}
     out = [Row(m, h, b / m.measured_us, a / m.measured_us) for m, h, b, a in zip(rows, flags, before, after)]
     cal = Calibration(target.name, params, fitted, out, None, result.iterations, ignored,
-                      {p.path: float(math.expm1(s)) for p, s in zip(params, result.spread)})
+                      {p.path: float(math.expm1(s)) for p, s in zip(params, result.spread)}, result.jacobian)
     cal.profile = target.build(fitted, _sources(target, cal)) if name is None else \
         _renamed(target, fitted, _sources(target, cal), name)
     return cal

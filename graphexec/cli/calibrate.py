@@ -12,6 +12,7 @@ from typing import Any
 
 from graphexec._files import check_output
 from graphexec.calibrate import Target, calibrate, read_collective_table, read_models_csv, read_ops, write_profile
+from graphexec.calibrate.fit import MAX_CONDITION, MIN_SENSITIVITY, conditioning
 from graphexec.calibrate.run import HOLDOUT_EVERY, Calibration
 from graphexec.errors import CalibrationError
 
@@ -63,7 +64,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def as_json(cal: Calibration) -> dict[str, Any]:
+    cond, least = conditioning(cal.jacobian)
     return {"target": cal.target, "iterations": cal.iterations, "ignored_rows": cal.ignored,
+            "condition_number": cond, "least_sensitivity": least,
             "params": [{"path": p.path, "before": p.start, "after": cal.fitted[p.path], "lower": p.lower,
                         "upper": p.upper, "relative_sigma": cal.spread.get(p.path)} for p in cal.params],
             "summary": cal.summary(),
@@ -76,6 +79,9 @@ def print_report(cal: Calibration, out: str | None) -> None:
     print(f"calibrated '{cal.target}': {len(cal.params)} parameter(s), {len(cal.rows)} rows "
           f"({sum(r.held_out for r in cal.rows)} held out), {cal.iterations} iteration(s)"
           + (f"; {cal.ignored} rows taken on other devices ignored" if cal.ignored else ""))
+    cond, least = conditioning(cal.jacobian)
+    print(f"  the training rows pin them: condition number {cond:.3g} (limit {MAX_CONDITION:g}), least "
+          f"sensitivity {least:.3g} (limit {MIN_SENSITIVITY:g})")
     for p in cal.params:
         sigma = cal.spread.get(p.path, float("nan"))
         pm = f" +-{100 * sigma:.2g}%" if sigma == sigma else ""

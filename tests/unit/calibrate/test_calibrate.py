@@ -223,3 +223,13 @@ def test_a_csv_saved_by_a_spreadsheet_with_a_bom_reads(tmp_path):
                    f"{BLOCK},data=1x192x28x28,ascend910,20,us\n", encoding="utf-8-sig")
     (row,) = read_models_csv(csv)
     assert row.measured_us == 20.0 and row.model == BLOCK
+
+
+def test_conditioning_is_what_the_refusal_judges():
+    import numpy as np
+
+    from graphexec.calibrate.fit import conditioning
+
+    assert conditioning(np.array([[1.0, 0.0], [0.0, 0.5], [1.0, 0.5]]))[0] < 10
+    cond, least = conditioning(np.array([[1.0, 1.0], [2.0, 2.0 + 1e-9], [3.0, 3.0]]))
+    assert cond > 1e3 and least == 3.0
