@@ -287,6 +287,28 @@ class CardsRun:
         issuer.device.launch(task)
         return task
 
+    def wait(self, dev: Device, stream: Stream, event: Event) -> None:
+        """``stream`` (of ``dev``) waits on ``event`` (a replay launches no wait)."""
+        if self.tape is None:
+            dev.stream_wait_event(stream, event)
+
+    def collective(self, op: Any) -> None:
+        """A collective's math (``op.compute``, called once every rank arrived) as a task of
+        the run: logged where it records, kept in a replay. Then each rank's ``rank``."""
+        compute = op.compute
+        fns = self._task(lambda: compute(op.parts), None)
+        math = None if fns is None else fns[0]
+        if math is not None:
+            op.compute = lambda parts: math()
+
+    def rank(self, dev: Device, task: DeviceTask) -> None:
+        """One rank's task of a collective launched on ``dev``; its landing (the task's end)
+        a task of the run, kept instead in a replay."""
+        fns = self._task(None, task.end_fn)
+        if fns is not None:
+            task.end_fn = fns[1]
+            dev.launch(task)
+
     def record(self, dev: Device, stream: Stream) -> Event:
         """An event recorded on ``stream`` now (a replay's is never recorded: nothing waits)."""
         ev = dev.create_event()
@@ -321,11 +343,6 @@ class CardsRun:
         else:
             for card in self.cards.values():
                 card.device.synchronize_device()
-        rec = self._recorder
-        if rec is not None and any(b.ctx.temp_segments for b in self._bound):
-            rec.broken = "a run-time allocation"
-        if rec is not None and not rec.broken:
-            self.recorded = rec.tape(devices)
         for b in self._bound:
             for ptr in b.ctx.temp_segments:
                 b.card.device.allocator.free(ptr)
@@ -333,6 +350,11 @@ class CardsRun:
         for place in self._buffers:
             place.card.device.allocator.free(place.ptr)
         self._buffers.clear()
+        rec = self._recorder
+        if rec is not None and not rec.broken and all(quiet(d) for d in devices.values()):
+            # run-time allocations freed with no event pending: a replay's mallocs and frees
+            # (in its kernels' stores, in the same order) leave the allocator as this run did
+            self.recorded = rec.tape(devices)
 
     def outputs(self, b: Bound, names: Sequence[str]) -> dict[str, Any]:
         """After ``finish``: the fetched arrays, and the values that stayed on the host."""

@@ -13,10 +13,11 @@ the plans' replay steps, ``Steps.inline``) and leaves every card as the simulate
 left it: outputs, stats and traces are the simulated run's.
 
 A run records only where nothing else decides its timeline: no hazard checker, no plan
-whose timeline values decide, no run-time allocation on any card (the caching
-allocator's state carries from run to run: a pipeline's slot buffers), every kernel
-through replay steps, and only tasks the run made itself (a mode that launches its own,
-a collective, does not record).
+whose timeline values decide, every kernel through replay steps, no buffer of the run's
+own (a pipeline's slot buffers: the caching allocator learns their streams from the
+launches, and their frees wait on events), and the caching allocator of every card with
+no block live or waiting on an event when the run starts and once it freed its run-time
+allocations (a replay makes the same mallocs and frees in its kernels' stores).
 """
 
 from __future__ import annotations

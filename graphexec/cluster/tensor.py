@@ -26,6 +26,7 @@ from graphexec.cluster.base import SimulatedMode
 from graphexec.cluster.cards import Bound, CardsRun, Place, planned
 from graphexec.cluster.spread import Cluster, split_batch
 from graphexec.cluster.stats import MultiResult, multi_stats
+from graphexec.cluster.tape import CardsTape
 from graphexec.engine.compiled import Compiled, clone_graph, compile, gc_paused
 from graphexec.engine.feeds import default_feeds, signature
 from graphexec.engine.result import make_stats
@@ -61,6 +62,7 @@ class TensorParallel(SimulatedMode):
     def __init__(self, cluster: Cluster) -> None:
         super().__init__(cluster)
         self._plans: dict[tuple, Plans] = {}
+        self._tapes: dict[int, CardsTape] = {}   # each signature's run, simulated once
 
     def plans(self, feeds: Mapping[str, Any] | None) -> Plans:
         if feeds is None:
@@ -107,7 +109,7 @@ class TensorParallel(SimulatedMode):
     def _run(self, feeds: dict[str, Any], timing: bool) -> MultiResult:
         p = self.plans(feeds)
         n = self.cluster.devices
-        run = CardsRun(self.cluster.server, range(n), timing)
+        run = CardsRun(self.cluster.server, range(n), timing, tape=self._tapes.get(id(p)), record=not timing)
         bound = [[run.bind(r, plan) for plan in p.cards[r]] for r in range(n)]
         comm = [run.cards[r].stream("comm") for r in range(n)]
         ends: list[list[list[Event]]] = [[] for _ in range(n)]
@@ -136,6 +138,8 @@ class TensorParallel(SimulatedMode):
             if o in made:
                 run.fetch(bound[0][made[o]], [o], ends[0][made[o]])
         run.finish()
+        if run.recorded is not None:
+            self._tapes[id(p)] = run.recorded   # a signature's Plans stay while the mode does
         first = [(p.cards[r][0], run.cards[r].device) for r in range(n)]
         stats, each = multi_stats(first, self.name, 1, p.compile_s)
         weights = []
@@ -207,7 +211,7 @@ def _local_copy(run: CardsRun, src: Bound, dst: Bound, name: str, after: list[Ev
     card's copy stream, behind ``after``."""
     dev, stream = dst.card.device, dst.card.copy_stream
     for ev in after:
-        dev.stream_wait_event(stream, ev)
+        run.wait(dev, stream, ev)
     here = planned(dst, name)
     assert here is not None, name   # a segment's input has its buffer
     run.move(dst.card, stream, planned(src, name) or (src, name), here)
@@ -242,11 +246,12 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
 
     what = "HcclAllGather" if c.kind == "all_gather" else "HcclAllReduce"
     op = Op(what, (what,), devices, server, plan, compute, len(devices))
+    run.collective(op)
     events = []
     for r, b in enumerate(srcs):
         dev = b.card.device
         for ev in after[r]:
-            dev.stream_wait_event(comm[r], ev)
+            run.wait(dev, comm[r], ev)
         meta = {"link": collectives.link_kinds(server.system, devices, plan) or None, "bytes": nbytes,
                 "algorithm": plan.algorithm, "rank": r}
         task = DeviceTask("hccl", comm[r], f"{what} {c.src}", unit="", bytes=float(nbytes), reads=[],
@@ -254,7 +259,7 @@ def _collective(run: CardsRun, c: Collective, srcs: list[Bound], dsts: list[list
         part = Part(op, r, dev, task)
         task.driver, task.end_fn = part, part.land
         op.parts[r] = part
-        dev.launch(task)
+        run.rank(dev, task)
         events.append(run.record(dev, comm[r]))
     return events
 

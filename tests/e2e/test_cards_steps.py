@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 import graphexec as gx
+from graphexec.cluster.tape import CardsTape
 from graphexec.engine.steps import Steps
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -49,7 +50,6 @@ def test_cards_compute_through_the_steps_as_the_plain_path(parallel, monkeypatch
 
 def _no_tapes(m):
     """Every multi-card run simulates: no tape fits."""
-    from graphexec.cluster.tape import CardsTape
     m.setattr(CardsTape, "fits", lambda self, devices: False)
 
 
@@ -58,20 +58,26 @@ def test_data_parallel_replays_its_simulated_timeline(name, monkeypatch):
     """A data-parallel signature is simulated once (``cluster/tape.py``); later runs call
     the tasks' starts and ends in the tape's order, launching nothing: outputs by bytes,
     stats and traces are those of runs that simulate. Squeezenet's run allocates at run
-    time (the caching allocator's state carries over): it records no tape."""
+    time: its replays make the same mallocs and frees."""
     graph = gx.load(LIGHT / f"light_{name}.onnx")
     x = graph.inputs[0]
     rng = np.random.default_rng(5)
     shape = (4, *graph.values[x].type.shape[1:])
     feeds = [{x: rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
     double = {x: np.concatenate([feeds[0][x], feeds[1][x]])}   # another signature
+    replays = []
+    replay = CardsTape.replay
+    monkeypatch.setattr(CardsTape, "replay", lambda self, fns: (replays.append(len(fns)), replay(self, fns))[1])
     taped, session = _runs(graph, feeds + [double, feeds[0]], "data")
-    assert len(session.multi._tapes) == (2 if name == "resnet50" else 0)
+    assert len(session.multi._tapes) == 2 and len(replays) == 3   # runs 2, 3 and 5
     with monkeypatch.context() as m:
         _no_tapes(m)
-        simulated, _ = _runs(graph, feeds + [double, feeds[0]], "data")
+        simulated, other = _runs(graph, feeds + [double, feeds[0]], "data")
     for a, b in zip(taped, simulated):
         _same(a, b)
+    devices = [s.multi.cluster.server.devices for s in (session, other)]
+    assert [repr(d.allocator.stats()) for d in devices[0].values()] == \
+        [repr(d.allocator.stats()) for d in devices[1].values()]   # the same mallocs and frees
 
 
 def test_no_tape_under_the_hazard_checker():
@@ -81,3 +87,4 @@ def test_no_tape_under_the_hazard_checker():
     session = gx.Session(graph, devices=2, parallel="data", check_hazards=True)
     session.run(feeds)
     assert not session.multi._tapes and session.run(feeds).stats.extra["hazards"] == []
+

@@ -298,3 +298,34 @@ def test_each_input_crosses_to_a_card_once():
     np.testing.assert_allclose(r.outputs["y"], gx.Session(graph).run(feeds).outputs["y"], rtol=1e-4, atol=1e-4)
     uploads = [(e["pid"], e["name"]) for e in r.trace["traceEvents"] if e.get("cat") == "memcpy" and "h2d" in e["name"]]
     assert sorted(uploads) == [(0, "memcpy h2d x"), (1, "memcpy h2d x")]
+
+
+def test_tensor_parallel_replays_its_collectives(no_cost_check, monkeypatch):
+    """A signature's run is simulated once (``cluster/tape.py``): the all-reduce's math (once
+    every rank arrived) and each rank's landing are tasks of the tape, and a replay gives
+    what a simulated run gives, by bytes, stats and trace."""
+    from dataclasses import replace
+
+    from graphexec.cluster.tape import CardsTape
+
+    graph = block(batch=8, d=64, hid=256)
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal((8, 64)).astype(np.float32)} for _ in range(3)]
+
+    def runs():
+        session = gx.Session(graph, devices=2, parallel="tensor")
+        return [session.run(f) for f in feeds], session
+
+    replays = []
+    replay = CardsTape.replay
+    monkeypatch.setattr(CardsTape, "replay", lambda self, fns: (replays.append(len(fns)), replay(self, fns))[1])
+    taped, session = runs()
+    assert len(session.multi._tapes) == 1 and taped[0].stats.extra["tensor_splits"]["split"]
+    assert len(replays) == 2   # the second and third runs
+    monkeypatch.setattr(CardsTape, "fits", lambda self, devices: False)
+    simulated, _ = runs()
+    for a, b in zip(taped, simulated):
+        assert a.outputs["y"].tobytes() == b.outputs["y"].tobytes()
+        assert repr(replace(a.stats, compile_s=0.0, host_time_us=0.0)) == \
+            repr(replace(b.stats, compile_s=0.0, host_time_us=0.0))
+        assert a.trace == b.trace
