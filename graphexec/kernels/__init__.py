@@ -22,6 +22,7 @@ from graphexec.kernels import (  # noqa: F401
     ml_ops,
     ml_svm,
     ml_trees,
+    ml_zipmap,
     nn,
     norm,
     pool,
