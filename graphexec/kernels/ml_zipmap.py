@@ -16,7 +16,7 @@ from graphexec.kernels.ml_common import ML
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 
-def _labels(ctx: OpContext) -> list[int] | list[str]:
+def _labels(ctx: OpContext) -> list[int | str]:
     ints, strings = ctx.attr("classlabels_int64s", None), ctx.attr("classlabels_strings", None)
     if (ints is None) == (strings is None):
         raise Unsupported("ZipMap needs exactly one of classlabels_int64s and classlabels_strings")
@@ -30,7 +30,7 @@ def _cost(ins: list, outs: list, moved: float, attrs: dict) -> Cost:
 
 
 @register("ZipMap", domain=ML, cost=_cost)
-def zipmap(ctx: OpContext, x: np.ndarray) -> list[dict[int, float] | dict[str, float]]:
+def zipmap(ctx: OpContext, x: np.ndarray) -> list[dict[int | str, float]]:
     labels = _labels(ctx)
     if x.dtype != np.float32 or x.ndim not in (1, 2) or x.shape[-1] != len(labels):
         raise Unsupported(f"ZipMap: input {x.dtype}{list(x.shape)} for {len(labels)} class labels")
