@@ -25,6 +25,7 @@ from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
 from graphexec.cli.args import UsageError
 from graphexec.cli.fallbacks import session_fallbacks
+from graphexec.cli.values import flatten
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
 from graphexec.passes.precision import MODES as PRECISION_MODES
@@ -48,9 +49,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
     cli_files.check_distinct(args)   # no output replaces the model, an input or another output
 
 
-def _savez(path: Path, arrays: dict[str, Any]) -> None:
+def _savez(path: Path, outputs: dict[str, Any]) -> None:
+    """Tensors as arrays by name; sequences, maps and optionals in cli/values.py's form."""
     with open(path, "wb") as f:  # a file object: np.savez would append .npz to a name without it
-        as_arrays: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+        as_arrays: dict[str, Any] = {k: a for name, v in outputs.items() for k, a in flatten(name, v)}
         np.savez(f, **as_arrays)
 
 
@@ -284,7 +286,9 @@ _threads = _positive("--threads")
 
 
 def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="an input from a .npy file, or the value NAME of a .npz in --save's form "
+                        "(a sequence, map or optional too)")
     p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
     p.add_argument("--launch", choices=["graph", "host"], default="graph",
                    help="graph: the task list is loaded with the model (GE graph mode, default); "

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
 from graphexec.cli import files as cli_files
 from graphexec.errors import GraphExecError
 
@@ -38,11 +36,11 @@ def shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def inputs(items: Sequence[str] | None, profile: Any = None) -> dict[str, np.ndarray]:
+def inputs(items: Sequence[str] | None, profile: Any = None) -> dict[str, Any]:
     return {name: load_npy(name, path, profile) for name, path in pairs(items, "--input").items()}
 
 
-def load_npy(name: str, path: str, profile: Any = None) -> np.ndarray:
+def load_npy(name: str, path: str, profile: Any = None) -> Any:
     return cli_files.read_input(name, path, profile)   # header first: objects and sizes refused before reading
 
 

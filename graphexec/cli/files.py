@@ -13,21 +13,23 @@ import argparse
 import os
 from typing import Any
 
-import numpy as np
-
 from graphexec._arrays import ArrayFileError, header, read
 from graphexec._files import check_targets
+from graphexec.cli.values import read_npz_value
 from graphexec.errors import FeedError
 from graphexec.frontend.provenance import files_read
 
 OUTPUTS = ("save", "trace", "plot")
 
 
-def read_input(name: str, path: str, profile: Any = None) -> np.ndarray:
-    """The array of ``--input NAME=PATH`` (.npy only), refused from its header when it holds
-    objects or needs more than the host budget or the device's memory (``profile``)."""
+def read_input(name: str, path: str, profile: Any = None) -> Any:
+    """The array of ``--input NAME=PATH`` (.npy), or the value NAME of a .npz in the form
+    ``--save`` writes (``values.py``: a tensor, sequence, map or optional), refused from its
+    headers when it holds objects or needs more than the host budget or the device's memory."""
     hbm = None if profile is None else (profile.name, profile.hbm_capacity_bytes)
     try:
+        if path.endswith(".npz"):
+            return read_npz_value(name, path, hbm)
         header(path, archive=False, hbm=hbm)
         return read(path)
     except ArrayFileError as e:

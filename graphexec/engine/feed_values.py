@@ -16,7 +16,7 @@ import numpy as np
 
 from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.errors import FeedError
-from graphexec.ir import Graph
+from graphexec.ir import Graph, TensorType
 
 _INTO = {"b": "biufc", "i": "biufc", "u": "biufc", "f": "fc", "c": "c"}   # kinds a value may become
 
@@ -30,13 +30,17 @@ def check_mapping(feeds: Any) -> None:
 def as_feeds(graph: Graph, feeds: Mapping[str, Any]) -> dict[str, Any]:
     """``feeds`` with every tensor input as a numpy array (see the module doc)."""
     check_mapping(feeds)
-    return {k: v if type(v) is np.ndarray else _as_feed(graph, k, v) for k, v in feeds.items()}   # an array as is
+    values = graph.values
+    return {k: v if type(v) is np.ndarray and (k not in values or values[k].type.kind == "tensor")   # an array as is
+            else _as_feed(graph, k, v) for k, v in feeds.items()}
 
 
 def _as_feed(graph: Graph, name: str, value: Any) -> Any:
     if isinstance(value, DeviceTensor):   # kept on the device by an earlier run: it stays there
         return value
     declared = graph.values[name].type if name in graph.values and name in graph.inputs else None
+    if declared is not None and declared.kind in _CONTAINERS:
+        return _container(name, declared, value)
     if isinstance(value, np.ndarray) or declared is None or declared.kind != "tensor":
         return value if isinstance(value, (np.ndarray, list, dict)) or value is None else np.asarray(value)
     what = type(value).__name__
@@ -59,3 +63,15 @@ def _as_feed(graph: Graph, name: str, value: Any) -> Any:
     if want.kind not in "fc" and not np.array_equal(converted, arr):   # floats may round, not wrap
         raise refused
     return converted
+
+
+_CONTAINERS = {"sequence": (list, tuple), "map": (dict,)}
+
+
+def _container(name: str, declared: TensorType, value: Any) -> Any:
+    """A sequence input as a list (a tuple too), a map input as a dict: one line otherwise."""
+    if not isinstance(value, _CONTAINERS[declared.kind]):
+        what = "a list" if declared.kind == "sequence" else "a dict"
+        raise FeedError(f"input {name!r} is a {declared.elem or declared.kind}: give {what}, "
+                        f"not a {type(value).__name__}")
+    return list(value) if isinstance(value, tuple) else value

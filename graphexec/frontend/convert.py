@@ -37,7 +37,7 @@ def onnx_model(graph: Graph) -> onnx.ModelProto:
     for node in graph.nodes:  # a builder graph may use a custom domain it never declared
         if node.domain and node.domain not in graph.opsets:
             graph.opsets[node.domain] = 1
-    model = to_onnx(graph)
+    model = to_onnx(graph, containers=True)
     known = set(graph.inputs) | set(graph.outputs) | set(graph.constants)
     model.graph.value_info.extend(value_info(n, v.type) for n, v in graph.values.items()
                                   if n not in known and (v.type.dtype is not None or v.type.shape is not None)
@@ -90,12 +90,12 @@ def _tensors(graph: Graph, weights: str | None, arrays: dict[str, np.ndarray]) -
 
 
 def _known(t: TensorType) -> bool:
-    return t.kind == "tensor" and (t.dtype is not None or t.shape is not None)
+    return t.dtype is not None or t.shape is not None if t.kind == "tensor" else t.elem is not None
 
 
 def _type_entry(name: str, t: TensorType) -> dict[str, Any]:
     if t.kind != "tensor":
-        raise ValueError(f"it is a {t.kind}, and YAML graphs hold tensors only")
+        return {"kind": t.kind, **({"type": t.elem} if t.elem else {})}
     entry: dict[str, Any] = {}
     if t.dtype is not None:
         entry["dtype"] = dtype_name(t.dtype)

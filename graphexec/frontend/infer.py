@@ -46,7 +46,7 @@ def _onnx_infer(graph: Graph, node: Node) -> dict[str, TensorType]:
     consts = {n: graph.values[n].const for n in names if graph.values[n].const is not None}
     small = {n: c for n, c in consts.items() if isinstance(c, np.ndarray) and c.size <= _SMALL_CONST
              and c.dtype != object}
-    inputs = [value_info(n, graph.values[n].type) for n in names if n not in small]
+    inputs = [value_info(n, graph.values[n].type, containers=True) for n in names if n not in small]
     inits = [numpy_helper.from_array(c, n) for n, c in small.items()]
     outs = [onnx.ValueInfoProto(name=o) for o in node.outputs if o]
     g = helper.make_graph([node_proto(node)], node.name or "node", inputs, outs, inits)

@@ -74,7 +74,12 @@ def _tensors(spec: GraphSpec, graph: Graph, out: Collector, base: FsPath) -> Non
             out.add(("tensors", name, field), problem)
         elif t.file is not None:  # what the model read: outputs may not replace it
             record(graph, str(inside(base, t.file)))
-        graph.values[name] = Value(name, tensor_type(t) if arr is None else TensorType(arr.dtype, arr.shape), arr)
+        try:
+            declared = tensor_type(t) if arr is None else TensorType(arr.dtype, arr.shape)
+        except ValueError as e:   # a container type not in ONNX's notation
+            out.add(("tensors", name, "type"), str(e))
+            declared = TensorType(kind=t.kind)
+        graph.values[name] = Value(name, declared, arr)
     for i, name in enumerate(spec.inputs):
         v = graph.values.get(name)
         if v is None:
@@ -82,7 +87,7 @@ def _tensors(spec: GraphSpec, graph: Graph, out: Collector, base: FsPath) -> Non
             graph.values[name] = Value(name)
         elif v.const is not None:
             out.add(("inputs", i), f"input {name!r} has a value; an input is fed at run time")
-        elif v.type.dtype is None:
+        elif v.type.kind == "tensor" and v.type.dtype is None:
             out.add(("tensors", name), f"input {name!r} needs a dtype")
         if name in graph.inputs:
             out.add(("inputs", i), f"input {name!r} is listed twice")

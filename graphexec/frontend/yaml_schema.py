@@ -50,8 +50,11 @@ class RandomInit(_Strict):
 
 
 class TensorSpec(_Strict):
-    """A tensor: its type, and for a constant where its values come from."""
+    """A tensor: its type, and for a constant where its values come from; or a graph input or
+    output of an ONNX container type (``kind``, and ``type`` in ONNX's notation)."""
 
+    kind: Literal["tensor", "sequence", "map", "optional"] = "tensor"
+    type: str | None = Field(None, description="a container's type in ONNX's notation, e.g. seq(tensor(float))")
     dtype: DType | None = None
     shape: list[Dim] | None = Field(None, description="dims: sizes, symbolic names, or null for unknown")
     value: Any = Field(None, description="a scalar (fills the shape) or a nested/flat list of values")
@@ -67,6 +70,10 @@ class TensorSpec(_Strict):
                                       {"got": ", ".join(sources)})
         if self.key is not None and self.file is None:
             raise PydanticCustomError("key", "key is only meaningful with file")
+        if self.kind != "tensor" and (self.dtype or self.shape is not None or sources):
+            raise PydanticCustomError("kind", "a {kind} takes type, not dtype, shape or values", {"kind": self.kind})
+        if self.kind == "tensor" and self.type is not None:
+            raise PydanticCustomError("type", "type is for a sequence, map or optional; a tensor takes dtype and shape")
         return self
 
 

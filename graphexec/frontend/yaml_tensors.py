@@ -18,6 +18,7 @@ from graphexec._arrays import ArrayFileError, header, read
 from graphexec._files import inside
 from graphexec.frontend.yaml_schema import DTYPES, TensorSpec
 from graphexec.ir import TensorType
+from graphexec.ir.onnx_proto import type_proto, type_text
 
 GENERATED_MAX_BYTES = 1 << 30  # hostile shapes must not fill the host's memory while loading
 _TAGS = ("tensor", "graph", "graphs", "ints", "floats", "strings")
@@ -56,7 +57,10 @@ def dtype_name(dtype: np.dtype | None) -> str | None:
 
 
 def tensor_type(spec: TensorSpec) -> TensorType:
-    """The declared type of a tensor spec (parts not given stay unknown)."""
+    """The declared type of a tensor spec (parts not given stay unknown); ValueError for a
+    container type that is not ONNX's notation of its kind."""
+    if spec.kind != "tensor":
+        return container_type(spec.kind, spec.type)
     shape = None if spec.shape is None else tuple(spec.shape)
     return TensorType(np_dtype(spec.dtype), shape)
 
@@ -202,3 +206,16 @@ def tensor_entry(arr: np.ndarray, inline: bool, file: str | None = None, key: st
         if key is not None:
             entry["key"] = key
     return entry
+
+
+_HEADS = {"sequence": "seq(", "map": "map(", "optional": "optional("}
+
+
+def container_type(kind: str, text: str | None) -> TensorType:
+    """A container's TensorType from its kind and its type in ONNX's notation (checked)."""
+    if text is None:
+        return TensorType(kind=kind)
+    proto = type_proto(text)   # ValueError if malformed
+    if not text.replace(" ", "").startswith(_HEADS[kind]):
+        raise ValueError(f"type {text!r} is not a {kind}")
+    return TensorType(kind=kind, elem=type_text(proto))

@@ -21,12 +21,14 @@ class TensorType:
     """dtype and shape of a value; either may be unknown (None).
 
     ``kind`` is "tensor" for ordinary tensors and "sequence"/"optional"/"map" for the
-    ONNX container types, which live on the host, never in the device pool.
+    ONNX container types, which live on the host, never in the device pool; ``elem`` is a
+    container's whole type in ONNX's notation (``seq(map(int64,tensor(float)))``) where known.
     """
 
     dtype: np.dtype | None = None
     shape: tuple[Dim, ...] | None = None
     kind: str = "tensor"
+    elem: str | None = None
     _static: bool = field(init=False, repr=False, compare=False)
     _nbytes: int = field(init=False, repr=False, compare=False)
 

@@ -13,8 +13,12 @@ from graphexec.errors import ModelLoadError
 from graphexec.ir.graph import Graph, Node, TensorType
 
 
-def value_info(name: str, t: TensorType | None) -> onnx.ValueInfoProto:
-    """A ValueInfoProto for a tensor type; unknown dtype or shape stay blank."""
+def value_info(name: str, t: TensorType | None, containers: bool = False) -> onnx.ValueInfoProto:
+    """A ValueInfoProto for a tensor type; unknown dtype or shape stay blank. ``containers``:
+    a sequence, map or optional of known type is written with it (for export; the fallback and
+    shape inference keep them blank, as they always had them)."""
+    if containers and t is not None and t.kind != "tensor" and t.elem:
+        return helper.make_value_info(name, type_proto(t.elem))
     if t is None or t.kind != "tensor" or t.dtype is None:
         return onnx.ValueInfoProto(name=name)
     try:
@@ -37,14 +41,17 @@ def node_proto(node: Node) -> onnx.NodeProto:
 
 
 def to_onnx(graph: Graph, input_types: dict[str, TensorType] | None = None,
-            nodes: Sequence[Node] | None = None, with_constants: bool = True) -> onnx.ModelProto:
-    """A ModelProto of ``graph`` (or of a subset of its nodes), inputs typed as given."""
+            nodes: Sequence[Node] | None = None, with_constants: bool = True,
+            containers: bool = False) -> onnx.ModelProto:
+    """A ModelProto of ``graph`` (or of a subset of its nodes), inputs typed as given;
+    ``containers``: graph inputs and outputs of container types typed too (``value_info``)."""
     input_types = input_types or {}
     inits = []
     if with_constants:
         inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in graph.constants.items()]
-    inputs = [value_info(n, input_types.get(n, graph.values[n].type)) for n in graph.inputs]
-    outputs = [value_info(n, graph.values[n].type if n in graph.values else None) for n in graph.outputs]
+    inputs = [value_info(n, input_types.get(n, graph.values[n].type), containers) for n in graph.inputs]
+    outputs = [value_info(n, graph.values[n].type if n in graph.values else None, containers)
+               for n in graph.outputs]
     g = helper.make_graph([node_proto(n) for n in (graph.nodes if nodes is None else nodes)],
                           graph.name, inputs, outputs, inits)
     opsets = [helper.make_opsetid(d, v) for d, v in sorted(graph.opsets.items())]
@@ -76,5 +83,57 @@ def tensor_type(tp: onnx.TypeProto) -> TensorType:
                           else None if d.dim_param in ("", "?") else d.dim_param for d in tt.shape.dim)
         return TensorType(dtype, shape)
     if which in ("sequence_type", "optional_type", "map_type"):
-        return TensorType(kind=which.removesuffix("_type"))
+        return TensorType(kind=which.removesuffix("_type"), elem=type_text(tp))
     return TensorType()
+
+
+_ELEMS = {"seq": "sequence_type", "optional": "optional_type"}
+
+
+def type_text(tp: onnx.TypeProto) -> str | None:
+    """A type in ONNX's notation (``seq(map(int64,tensor(float)))``); None where a part is unknown."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        return _scalar_text(tp.tensor_type.elem_type)
+    if which in ("sequence_type", "optional_type"):
+        inner = type_text(getattr(tp, which).elem_type)
+        return None if inner is None else f"{'seq' if which == 'sequence_type' else 'optional'}({inner})"
+    if which == "map_type":
+        key, value = _scalar_text(tp.map_type.key_type), type_text(tp.map_type.value_type)
+        return None if key is None or value is None else f"map({key.removeprefix('tensor(')[:-1]},{value})"
+    return None
+
+
+def _scalar_text(elem_type: int) -> str | None:
+    if not elem_type:
+        return None
+    try:
+        name = onnx.helper.tensor_dtype_to_string(elem_type).removeprefix("TensorProto.").lower()
+    except (KeyError, ValueError):
+        return None
+    return f"tensor({name})"
+
+
+def type_proto(text: str) -> onnx.TypeProto:
+    """The TypeProto of a type in ONNX's notation (``type_text``'s inverse); ValueError if malformed."""
+    text = text.replace(" ", "")
+    head, _, rest = text.partition("(")
+    if not rest.endswith(")"):
+        raise ValueError(f"type {text!r} is not in ONNX's notation, e.g. seq(tensor(float))")
+    inner = rest[:-1]
+    if head == "tensor":
+        return helper.make_tensor_type_proto(_elem_type(inner), None)
+    if head in _ELEMS:
+        elem = type_proto(inner)
+        return helper.make_sequence_type_proto(elem) if head == "seq" else helper.make_optional_type_proto(elem)
+    if head == "map":
+        key, _, value = inner.partition(",")
+        return helper.make_map_type_proto(_elem_type(key), type_proto(value))
+    raise ValueError(f"type {text!r}: {head!r} is none of tensor, seq, map, optional")
+
+
+def _elem_type(name: str) -> int:
+    try:
+        return int(getattr(onnx.TensorProto, name.upper()))
+    except AttributeError:
+        raise ValueError(f"element type {name!r} is not one ONNX knows") from None

@@ -25,6 +25,7 @@ from graphexec.kernels import (  # noqa: F401
     ml_zipmap,
     nn,
     norm,
+    optional,
     pool,
     quant,
     quant_gemm,
