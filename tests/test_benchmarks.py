@@ -21,6 +21,7 @@ BENCHMARKS = {
     "task_overhead.py": ["case", "tasks"],
     "runtime_launch.py": ["case", "tasks"],
     "multi_device.py": ["model", "mode"],
+    "multi_host.py": ["model", "mode"],
     "sweep.py": ["model", "tasks"],
     "eager_overhead.py": ["case", "tasks"],
     "fidelity.py": ["kind", "/"],
