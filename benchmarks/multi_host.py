@@ -9,7 +9,7 @@ round after round, in one process:
 
 - ``replay``: as a session runs (a recorded signature replays its tape; kernels through
   the plans' replay steps, ``Steps.inline``);
-- ``simulate``: every run simulates (no tape fits), kernels through the replay steps;
+- ``simulate``: every run simulates (``cluster.tape.REPLAY`` off), kernels through the replay steps;
 - ``plain``: every run simulates and every kernel is its KernelCall (the steps' switch
   off, as ``tests/unit/engine/test_replay_steps.py`` turns it off): the path before.
 
@@ -38,7 +38,7 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
 
 import graphexec as gx  # noqa: E402
-from graphexec.cluster.tape import CardsTape  # noqa: E402
+from graphexec.cluster import tape  # noqa: E402
 from graphexec.engine.steps import Steps  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -48,16 +48,15 @@ PATHS = ("replay", "simulate", "plain")
 @contextlib.contextmanager
 def path(name: str) -> Iterator[None]:
     """Runs as ``name`` says (see the module docstring)."""
-    saved = CardsTape.fits, Steps._direct, Steps._hold
-    if name != "replay":
-        CardsTape.fits = lambda self, devices: False   # type: ignore[method-assign]
+    saved = tape.REPLAY, Steps._direct, Steps._hold
+    tape.REPLAY = name == "replay"
     if name == "plain":
         Steps._direct = lambda self, i, task, ctx: False   # type: ignore[method-assign]
         Steps._hold = lambda self, i, ctx: False   # type: ignore[method-assign]
     try:
         yield
     finally:
-        CardsTape.fits, Steps._direct, Steps._hold = saved   # type: ignore[method-assign]
+        tape.REPLAY, Steps._direct, Steps._hold = saved   # type: ignore[method-assign]
 
 
 def bench(name: str, mode: str, args: argparse.Namespace) -> dict[str, list[float]]:
