@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from graphexec import _switch
 from graphexec.engine.replay import shallow_copy
 from graphexec.runtime.device import Device
 
@@ -53,8 +54,9 @@ class CardsTape:
     now: float
 
     def fits(self, devices: dict[int, Device]) -> bool:
-        """Whether a run on ``devices`` (just reset) would simulate this tape again."""
-        return REPLAY and tuple(devices) == self.cards and all(quiet(d) for d in devices.values())
+        """Whether a run on ``devices`` (just reset) would simulate this tape again (never with
+        the fast paths off: ``_switch``)."""
+        return REPLAY and _switch.FAST and tuple(devices) == self.cards and all(quiet(d) for d in devices.values())
 
     def replay(self, fns: list[tuple[Start | None, End | None]]) -> None:
         """Call the tasks' starts and ends (``fns``, numbered as when recorded) in order."""

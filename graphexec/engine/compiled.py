@@ -7,6 +7,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any, Callable, cast
 
+from graphexec import _switch
 from graphexec._limits import gc_paused
 from graphexec.engine import io
 from graphexec.engine.bodies import with_bodies
@@ -287,7 +288,8 @@ class Compiled:
                 self._simulate(ctx)
             else:
                 plain = not keep and not any(type(v) is DeviceTensor for v in feeds.values())   # the tape's I/O
-                replayed = self._tape if plain and self._tape is not None and self._tape.fits(dev) else None
+                kept = self._tape if plain and _switch.FAST else None   # the switch off: simulate every run
+                replayed = kept if kept is not None and kept.fits(dev) else None
                 if not replayed:   # the tape's steps, recorded with no call per step
                     self._log.clear()
                     ctx.log, ctx.log_end = self._log, self._log_end
@@ -323,7 +325,7 @@ class Compiled:
             ctx.overlap = Overlap(workers, ctx, self.thread_plan, self._kernels, tape)
             pool, helpers = workers.pool, workers.n - 1
         with parallel.lend(pool, helpers):
-            if ctx.overlap is None:
+            if ctx.overlap is None and _switch.FAST:
                 if self._steps is None:
                     self._steps = self._make_steps()
                 self._steps.replay(ctx, tape)
@@ -336,7 +338,10 @@ class Compiled:
     def card_steps(self) -> Steps | None:
         """The replay steps a run that computes during its simulation calls its kernels by
         (``Steps.inline``: a multi-card run), made now if not yet; None for a plan with
-        control flow or a thread plan (those compute through their KernelCalls)."""
+        control flow or a thread plan (those compute through their KernelCalls), or with the
+        fast paths off."""
+        if not _switch.FAST:
+            return None
         if self._steps is None and not self.controls and self.plan.options.threads == 1:
             self._steps = self._make_steps()
         return self._steps
@@ -370,7 +375,7 @@ class Compiled:
     def _run_on_core(self, ctx: ExecContext) -> list[int] | None:
         """The same launch and synchronize by the compiled event loop (``runtime/sim_core.py``),
         where it applies: a tape-logged run of a plan with no control flow; else None."""
-        if ctx.log is None or self.controls or ctx.prefix or not sim_core.CORE or not plain_handlers():
+        if ctx.log is None or self.controls or ctx.prefix or not sim_core.enabled() or not plain_handlers():
             return None
         tasks = self._graph_tasks
         if tasks is None:

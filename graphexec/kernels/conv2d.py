@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from graphexec import _switch
 from graphexec.kernels import channels, parallel, scratch, winograd
 from graphexec.kernels.registry import OpContext, fits
 
@@ -76,7 +77,7 @@ def _dense(ctx: OpContext, x: np.ndarray, w: np.ndarray, geo: Geometry, y: np.nd
         _gemm(w.reshape(m, c), x.reshape(c, -1), y2)
         return
     if not exact and geo.kernel == [3, 3] and geo.strides == [1, 1] and geo.dil == [1, 1] \
-            and winograd.worth_it(c, m, *geo.out):
+            and _switch.FAST and winograd.worth_it(c, m, *geo.out):
         winograd.conv(x, _cached(ctx, "winograd", w, winograd.weights), tuple(geo.begin), y)
         return
     _im2col_gemm(x, w.reshape(m, -1), geo, y2)

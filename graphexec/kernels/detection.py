@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec import _switch
 from graphexec.kernels import cost_ops
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
@@ -91,7 +92,7 @@ def _suppressed(ext: tuple[np.ndarray, ...], chosen: np.ndarray, rest: np.ndarra
     x0, x1 = ext[0], ext[1]
     left, right = x0[rest].astype(np.float64), x1[rest].astype(np.float64)
     widest = float((right - left).max()) if len(rest) else 0.0
-    if len(rest) < SWEEP_FROM or not np.isfinite(widest) or not np.isfinite(left).all() \
+    if len(rest) < SWEEP_FROM or not _switch.FAST or not np.isfinite(widest) or not np.isfinite(left).all() \
             or not np.isfinite(x0[chosen]).all() or not np.isfinite(x1[chosen]).all():
         return np.asarray(_suppresses(ext, chosen, rest, thr).any(axis=0))
     order = np.argsort(left, kind="stable")

@@ -118,7 +118,7 @@ def simulate_times(schedule: Schedule, profile: DeviceProfile,
     ctx = LaunchContext(device=dev, stream_of=schedule.stream_of)
     ctx.streams = {0: dev.default_stream, **{i: dev.create_stream() for i in range(1, len(schedule.streams))}}
     ctx.events = {i: dev.create_event() for i in range(schedule.num_event_ids)}
-    tasks = graph_tasks(schedule) if graph_mode and sim_core.CORE and plain_handlers() else None
+    tasks = graph_tasks(schedule) if graph_mode and sim_core.enabled() and plain_handlers() else None
     if tasks is not None:   # the compiled loop, its times alone (no DeviceTask is made)
         seen = sim_core.graph_times(dev, [ctx.streams[i] for i in range(len(ctx.streams))], tasks)
         if seen is not None:

@@ -20,6 +20,7 @@ import itertools
 from collections import deque
 from typing import Any, Callable
 
+from graphexec import _switch
 from graphexec.runtime.core_pools import INF, CorePools
 from graphexec.runtime.kernel_time import kernel_time
 from graphexec.runtime.profiles import DeviceProfile
@@ -72,7 +73,7 @@ class Simulator:
         self._blocked: dict[Any, list[Any]] = {}   # record task -> streams whose head waits on it
         self.queued = 0                          # submitted and not finished
         self.finished: list[DeviceTask] = []
-        self._fast = FAST_WAVES
+        self._fast = FAST_WAVES and _switch.FAST
 
     def pool_of(self, unit: str) -> str:
         return "aicore" if self.profile.coupled and unit in ("cube", "vector") else unit

@@ -22,6 +22,7 @@ from array import array
 from itertools import repeat
 from typing import Any, Mapping, Sequence
 
+from graphexec import _switch
 from graphexec.runtime.core_pools import INF
 from graphexec.runtime.device import Device
 from graphexec.runtime.host import HostLaunch
@@ -39,6 +40,11 @@ if _simcore is not None and getattr(_simcore, "ABI", None) != ABI:   # stale: `p
     _simcore = None
 
 CORE = _simcore is not None   # False: every run goes through the Python loop
+
+
+def enabled() -> bool:
+    """Whether runs may take the compiled loop: it is built and the fast paths are on (``_switch``)."""
+    return CORE and _switch.FAST
 KERNEL, RECORD, WAIT = 0, 1, 2
 # DeviceTask's slots in field order, and which of ``_device_tasks``' columns are lists (the rest: one value)
 _MEMBERS = tuple(DeviceTask.__dict__[f.name] for f in dataclasses.fields(DeviceTask))
@@ -138,7 +144,7 @@ def idle_for_graph(dev: Device, streams: Sequence[Stream]) -> bool:
     """Whether a graph launch now would find what the C loop assumes: graph mode, no
     group, checker, held or on-device launches, live allocator, an idle simulator, and
     streams with no core cap."""
-    if not (CORE and dev.graph_mode and dev.group is None and dev.checker is None and not dev._held
+    if not (enabled() and dev.graph_mode and dev.group is None and dev.checker is None and not dev._held
             and not dev._on_device and (dev._allocator is None or not dev._allocator.live)):
         return False
     sim = dev._sim
