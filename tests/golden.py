@@ -244,6 +244,26 @@ def record() -> None:
     print(f"{len(digests)} cases recorded in {DATA}, {len(arrays)} output arrays in {OUTPUTS}")
 
 
+def record_named(tests: list[str]) -> None:
+    """Re-record the cases of the named models (``node/test_if_opt``, ``light/light_resnet50``)
+    at every stream setting, keeping every other case's digests and arrays as they are."""
+    digests, arrays = json.loads(DATA.read_text()), {}
+    with np.load(OUTPUTS) as npz:
+        arrays = {k: npz[k] for k in npz.files if k.partition("::")[0] not in tests}
+    for name, model, s, feeds in all_cases():
+        if name.rsplit("/", 1)[0] not in tests:
+            continue
+        assert not name.startswith("light/"), "light models re-record with --record (their logits)"
+        d, outs = digest_case(model, s, feeds)
+        digests[name] = comparable(name, d)
+        for k, (_, v) in outs.items():
+            if name.split("/")[1] not in UNSEEDED:
+                arrays[array_key(name, k)] = v
+    DATA.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")
+    np.savez_compressed(OUTPUTS, **arrays)
+    print(f"re-recorded {', '.join(tests)} in {DATA} and {OUTPUTS}")
+
+
 def ml_dtypes_version() -> str:
     import ml_dtypes
 
@@ -310,5 +330,7 @@ if __name__ == "__main__":
         record()
     elif sys.argv[1:] == ["--record-oracles"]:   # only the node tests' data, as generated now
         record_oracles()
+    elif sys.argv[1:2] == ["--record-named"]:   # only these models' cases, e.g. node/test_if_opt
+        record_named(sys.argv[2:])
     elif sys.argv[1:2] == ["--check"]:   # one JSON line: {case: [problems]} for the named cases
         print(json.dumps(check_named(sys.argv[2:]), sort_keys=True))

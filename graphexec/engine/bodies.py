@@ -66,8 +66,16 @@ def _static_types(node: Node, graph: Graph, types: dict[str, TensorType], formal
     """The body's input types as the enclosing graph fixes them, if all are static."""
     given = dict(zip(formal, formal_types(node, [types.get(n) for n in node.inputs], len(formal))))
     given |= dict(zip(outside, [graph.values[n].type if n in graph.values else None for n in outside]))
-    known = {n: t for n, t in given.items() if t is not None and t.is_static}
+    known = {n: body_type(t) for n, t in given.items() if t is not None and (t.is_static or t.kind in HOST_KINDS)}
     return known if len(known) == len(formal) + len(outside) else None
+
+
+HOST_KINDS = ("sequence", "map", "optional")   # containers a signature knows by kind alone
+
+
+def body_type(t: TensorType) -> TensorType:
+    """A static input type as the body's signature holds it: a container by its kind alone."""
+    return TensorType(kind=t.kind) if t.kind in HOST_KINDS else t
 
 
 def formal_types(node: Node, inputs: list[TensorType | None], n_formal: int) -> list[TensorType | None]:

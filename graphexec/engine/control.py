@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from graphexec.engine.bodies import CompilePlan, is_scan8
+from graphexec.engine.bodies import HOST_KINDS, CompilePlan, body_type, is_scan8
 from graphexec.engine.control_runs import RUNS, ControlRun
 from graphexec.engine.feeds import signature
 from graphexec.ir import Graph, Node, TensorType
@@ -72,7 +72,7 @@ class Body:
         """Write the formal inputs, then launch the body's tasks on its streams at the
         device's clock, each stream ending in a join that resumes ``control``."""
         outer = {n: parent.read(n) for n in self.outside}
-        types = {n: _type_of(v) for n, v in zip(self.formal, values)} | {n: _type_of(v) for n, v in outer.items()}
+        types = {n: self._type(n, v) for n, v in [*zip(self.formal, values), *outer.items()]}
         plan = self.plan(types)
         dev = parent.device
         streams, events = self._bind(dev, len(plan.schedule.streams), plan.schedule.num_event_ids)
@@ -98,6 +98,13 @@ class Body:
                 dev.launch(DeviceTask("callback", s, ctx.prefix + "LabelGoto", unit="", meta={"block": False},
                                       start_fn=joined))
         return ctx
+
+    def _type(self, name: str, value: Any) -> TensorType:
+        """An input's type in the signature: a sequence, map or optional by its declared kind
+        alone, as the compile knew it (``bodies.body_type``: its length changes every
+        iteration, and an empty optional looks like no value at all)."""
+        v = self.graph.values.get(name)
+        return body_type(v.type) if v is not None and v.type.kind in HOST_KINDS else _type_of(value)
 
     def _bind(self, dev: Any, n_streams: int, n_events: int) -> tuple[list[Any], list[Any]]:
         """This run's streams and events of the body (made on first use, then reused by

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphexec.engine.host_values import held_bytes, owned
 from graphexec.errors import KernelError, OutOfMemoryError
 from graphexec.ir import Node
 from graphexec.plan import Task
@@ -32,8 +33,11 @@ def max_iterations() -> int:
 
 
 def _copy(value: Any) -> Any:
-    """A value taken out of a body's buffers, which its next run overwrites."""
-    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+    """A value taken out of a body's buffers, which its next run overwrites (a container's
+    tensors were made its own when it was written: ``host_values.owned``)."""
+    if isinstance(value, np.ndarray):
+        return np.array(value, copy=True)
+    return owned(value)
 
 
 class ControlRun:
@@ -130,7 +134,7 @@ class LoopRun(ControlRun):
     def _check_growth(self) -> None:
         """Carried values and scan outputs live on the device: once they outgrow its HBM
         the loop stops with the device's out-of-memory error, not the host's."""
-        held = sum(int(getattr(v, "nbytes", 0)) for v in self.carried) + self.scan_bytes
+        held = sum(held_bytes(v) for v in self.carried) + self.scan_bytes   # carried sequences too
         capacity = self.parent.device.memory.capacity
         if held > capacity:
             raise OutOfMemoryError(f"node {self.node}: its carried and scan values hold {held} bytes after "

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
+from graphexec.engine.host_values import owned
 from graphexec.errors import KernelError
 from graphexec.ir import Graph, TensorType
 from graphexec.plan import MemoryPlan, Runner, Task, TaskGraph
@@ -145,7 +146,7 @@ class ExecContext(LaunchContext):
     def write(self, name: str, value: Any, stream: Any = None) -> None:
         """Store a kernel output where the plan put it, or in a new allocation."""
         if not isinstance(value, np.ndarray) or value.dtype == object:
-            self.host[name] = value
+            self.host[name] = owned(value) if isinstance(value, (list, dict)) else value
             return
         view = self.views.get(name)
         if view is value:   # computed in place (``direct``): the bytes are already there

@@ -14,6 +14,7 @@ import onnx
 
 from graphexec.ir import Graph, Node
 
+_CARRIED = ("tensor", "sequence", "optional")   # what a body may carry: host values ride along
 CONTROL_OPS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 
 
@@ -27,7 +28,7 @@ def runs_on_device(node: Node, graph: Graph) -> bool:
     if node.domain or node.op not in CONTROL_OPS:
         return False
     names = [n for n in node.all_inputs + node.outputs if n]
-    if any(graph.values[n].type.kind != "tensor" for n in names if n in graph.values):
+    if any(graph.values[n].type.kind not in _CARRIED for n in names if n in graph.values):
         return False
     return all(isinstance(node.attrs.get(a), onnx.GraphProto) and _tensors_only(node.attrs[a])
                for a in body_attrs(node))
@@ -38,4 +39,4 @@ def _tensors_only(body: onnx.GraphProto) -> bool:
 
 
 def _is_tensor(tp: Any) -> bool:
-    return tp.WhichOneof("value") in (None, "tensor_type")
+    return tp.WhichOneof("value") in (None, "tensor_type", "sequence_type", "optional_type")
