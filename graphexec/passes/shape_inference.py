@@ -141,8 +141,8 @@ def _onnx_infer(graph: Graph, customs: list[Node], model: onnx.ModelProto) -> bo
 
 
 def _foldable(node: Node, graph: Graph) -> bool:
-    if node.op in _RANDOM_OPS or node.domain not in ("", "ai.onnx"):
-        return False
+    if node.op in _RANDOM_OPS or node.op == "Optional" or node.domain not in ("", "ai.onnx"):
+        return False   # an empty Optional is None, which no constant holds
     values = graph.values
     for n in node.all_inputs:
         v = values.get(n)
