@@ -72,7 +72,11 @@ def dft_20(ctx: OpContext, x: np.ndarray, length: np.ndarray | None = None,
 @register("STFT", since=17, cost=cost_ops.fft)
 def stft(ctx: OpContext, x: np.ndarray, step: np.ndarray, window: np.ndarray | None = None,
          length: np.ndarray | None = None) -> np.ndarray:
-    """[batch, frames, bins, 2]: the DFT of each windowed frame of x [batch, samples, 1 or 2]."""
+    """[batch, frames, bins, 2]: the DFT of each windowed frame of x [batch, samples, 1 or 2],
+    or of a real x [batch, samples]: torch.onnx's TorchScript exporter writes torch.stft's
+    signal so, onnxruntime takes it (the reference fails on it)."""
+    if x.dtype.kind == "f" and x.ndim == 2:
+        x = x[..., None]
     if x.dtype.kind != "f" or x.ndim != 3:
         raise Unsupported(f"STFT: input {x.dtype} of rank {x.ndim}")
     hop = _scalar(step)
