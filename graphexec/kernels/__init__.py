@@ -35,6 +35,7 @@ from graphexec.kernels import (  # noqa: F401
     resize,
     rnn,
     selection,
+    sequence,
     signal,
     tensor,
 )
