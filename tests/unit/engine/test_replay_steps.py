@@ -233,7 +233,8 @@ def test_a_fallback_taken_on_another_path_makes_the_step_plain():
     assert plan._steps.runners[1] is None and plan._steps.runners[0] is not None
 
 
-def test_bad_values_are_the_plain_paths_kernel_error(monkeypatch):
+@pytest.mark.parametrize("fusion", [False, True])   # a kernel of its own, and a graph-fused group's member
+def test_bad_values_are_the_plain_paths_kernel_error(fusion, monkeypatch):
     def bad(ctx, x, out=None):
         raise ValueError("boom")
 
@@ -244,7 +245,7 @@ def test_bad_values_are_the_plain_paths_kernel_error(monkeypatch):
                 if plain:
                     _plain(m)
                 with pytest.raises(KernelError) as err:
-                    gx.Session(_chain(), fusion=False).run(FEEDS)
+                    gx.Session(_chain(), fusion=fusion).run(FEEDS)
                 messages.append(str(err.value))
     assert messages[0] == messages[1] and "kernel Relu failed on inputs (4,): boom" in messages[0]
 
@@ -332,20 +333,3 @@ def test_a_fused_member_that_turns_to_its_fallback_makes_the_step_plain():
         for _ in range(2):   # the first run recovers in the step; the second finds the step plain
             np.testing.assert_array_equal(session.run(FEEDS).outputs["v3"], np.maximum(FEEDS["x"], 0))
     assert plan._steps.held == [False] and plan._steps.fused == [None]
-
-
-def test_bad_values_in_a_fused_member_are_the_plain_paths_kernel_error(monkeypatch):
-    def bad(ctx, x, out=None):
-        raise ValueError("boom")
-
-    messages = []
-    with _relu_fn(bad):
-        for plain in (False, True):
-            with monkeypatch.context() as m:
-                if plain:
-                    _plain(m)
-                session = gx.Session(_chain(), fusion=True)
-                with pytest.raises(KernelError) as err:
-                    session.run(FEEDS)
-                messages.append(str(err.value))
-    assert messages[0] == messages[1] and "kernel Relu failed on inputs (4,): boom" in messages[0]
