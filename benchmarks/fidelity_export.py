@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Callable, Sequence
 
 MODELS = ("densenet121", "googlenet", "vgg16")
 DEFAULT_OUT = Path(os.path.expanduser("~/.cache/graphexec/fidelity"))
@@ -41,14 +42,19 @@ def export(name: str, out: Path) -> Path:
     return path
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(doc: str, models: Sequence[str], make: Callable[[str, Path], Path]) -> None:
+    """An export script's command line: ``[--out DIR] [MODEL ...]``, each file's path printed."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("models", nargs="*", default=list(MODELS))
+    ap.add_argument("models", nargs="*", default=list(models))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.models:
-        print(export(name, args.out))
+        print(make(name, args.out))
+
+
+def main() -> None:
+    cli(__doc__, MODELS, export)
 
 
 if __name__ == "__main__":

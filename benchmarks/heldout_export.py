@@ -11,10 +11,9 @@ inference graph), the rest at 224x224.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from fidelity_export import DEFAULT_OUT
+from fidelity_export import cli
 
 MODELS = ("mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "inception_v3", "regnet_x_1_6gf",
           "resnext101_32x8d")
@@ -36,13 +35,7 @@ def export(name: str, out: Path) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("models", nargs="*", default=list(MODELS))
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.models:
-        print(export(name, args.out))
+    cli(__doc__, MODELS, export)
 
 
 if __name__ == "__main__":
