@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from graphexec.profiling import causes as cf
+from graphexec.profiling import replay_causes
 from graphexec.profiling.actions import Action, advise
 from graphexec.profiling.explain import PIPE_BOUND, message
 from graphexec.profiling.hta import analyses
@@ -107,7 +108,10 @@ def _pipe_ratios(t: Any, profile: Any) -> tuple[float, float]:
 
 
 def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
-    """The causes of the run in ``record`` (whose stats are ``stats``), best first."""
+    """The causes of the run in ``record`` (whose stats are ``stats``), best first; a run
+    with no plan (eager, ACL) by replaying its tasks (``replay_causes.py``)."""
+    if getattr(record, "plan", None) is None:
+        return diagnose_planless(record, stats)
     rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
     n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
     n.update(advisor_numbers(record, rows, stats), streams=stats.num_streams)
@@ -127,6 +131,25 @@ def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
                      advised)
 
 
+def diagnose_planless(record: Any, stats: Any) -> Diagnosis:
+    """The measured causes of a run with no plan: launch, dispatch, memory and compute by
+    replay; no actions (nothing to compile again) and no what-if over streams."""
+    rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
+    n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
+    n.update(advisor_numbers(record, rows, stats), streams=stats.num_streams)
+    base, exps = replay_causes.experiments(record.tasks, record.profile)
+    gains = {r: cf.gain(base, exps[r]) for r in replay_causes.REASONS}
+    n.update(what_if_base_us=base, **{f"{r}_gain": g for r, g in gains.items()},
+             **{f"{r}_us": exps[r].makespan_us for r in gains})
+    extra = analyses(record)
+    n["host_blocked_us"] = sum(q["blocked_us"] for q in extra["queues"].values())
+    real = cf.ranked({r: g for r, g in gains.items() if g >= NEGLIGIBLE})
+    listed = [_cause(r, gains[r], n, rows, record, cf.Experiment("dependency", base), None)
+              for r in real + [r for r in ("compute", "memory", "dispatch", "launch") if r not in real]]
+    first = listed[0]
+    return Diagnosis(first.reason, first.message, first.ops, n, None, None, listed, extra, [])
+
+
 def order(gains: dict[str, float]) -> list[str]:
     """Causes that buy something by gain (see ``causes.ranked``), then the rest, compute first."""
     real = cf.ranked({r: g for r, g in gains.items() if g >= NEGLIGIBLE})
@@ -141,7 +164,7 @@ PICK: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 
 def _cause(reason: str, gain: float, n: dict[str, float], rows: list[dict[str, Any]], record: RunRecord,
-           dep: cf.Experiment, actions: list[Action]) -> Cause:
+           dep: cf.Experiment, actions: list[Action] | None) -> Cause:
     chosen = [r for r in rows if PICK[reason](r)] or rows
     profile = record.profile
     cores = profile.ai_cores
@@ -153,6 +176,9 @@ def _cause(reason: str, gain: float, n: dict[str, float], rows: list[dict[str, A
         ops = _top(chosen, lambda r: r["Task Duration(us)"])
     fields = cause_fields(reason, profile, record.tasks)
     text = message(reason, n, chosen, profile, dep, fields, actions if gain >= NEGLIGIBLE else None)
+    if actions is None and reason == "launch":   # a planless run: its launch counterfactual is a replay
+        text = text.replace("(graph mode, the same tasks)", "(the same tasks all enqueued at once, as a "
+                                                            "captured NPUGraph's replay approaches)")
     if gain < NEGLIGIBLE:
         text = f"{reason}: removing it buys {gain:.2f}x (under {NEGLIGIBLE - 1:.0%}, nothing); " + text
     numbers = {"gain": gain, "makespan_us": n["makespan_us"], "counterfactual_us": n[f"{reason}_us"]}

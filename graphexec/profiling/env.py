@@ -63,7 +63,7 @@ class Collector:
 
     def extras(self) -> list[dict[str, Any]]:
         """Stats and diagnosis per run; a plan's diagnosis once, on its last run (its runs
-        replay the same timeline)."""
+        replay the same timeline); a planless run with stats (eager) its own."""
         from graphexec.profiling.diagnosis import diagnose
 
         last = {id(getattr(r, "plan", None)): k for k, (r, s) in enumerate(self.runs) if s is not None}
@@ -72,8 +72,11 @@ class Collector:
             extra: dict[str, Any] = {"group": self.groups.get(k, k)}
             if stats is not None:
                 extra["stats"] = stats.to_dict()
-                if last.get(id(r.plan)) == k:
+                plan = getattr(r, "plan", None)
+                if plan is None or last.get(id(plan)) == k:   # an eager card's run: its own diagnosis
                     extra["diagnosis"] = diagnose(r, stats).to_dict()
+                if plan is None:   # actions re-compile a plan: a planless run has none to measure
+                    extra["diagnosis"].pop("actions")
             out.append(extra)
         return out
 

@@ -89,7 +89,8 @@ def _diagnosis(d: dict[str, Any] | None) -> str:
 def _actions(d: dict[str, Any] | None) -> str:
     """The settings to change, best first, each with its measured gain, flag and Session option."""
     if not d or "actions" not in d:
-        return "<p>no actions in this profile (a timeline written by an older graphexec)</p>"
+        return ("<p>no actions in this profile: an action is measured by compiling the plan again, and an eager "
+                "or ACL run has none (or an older graphexec wrote the timeline)</p>")
     if not d["actions"]:
         return '<p id="actions-none">no setting measured buys 5% or more (or it is already in effect)</p>'
     rows = [[a["name"], f"{a['gain']:.2f}x", f"{a['makespan_us']:,.3f}", a["flag"], a["option"], a["caveat"]]
