@@ -69,7 +69,7 @@ def encoder(batch: int) -> tuple[str, gx.Graph, dict[str, Any]] | str:
 def rows(name: str, graph: gx.Graph, feeds: dict[str, Any], counts: list[int], modes: list[str],
          system: str | None, compute: bool) -> None:
     base = gx.compare(graph, devices=[1], feeds=feeds, system=system, compute=compute).rows[0]
-    print(_line(name, "-", 1, base.time_us, 1.0, None, 0.0, base.peak_bytes), flush=True)
+    print(_line(name, "-", 1, base.makespan_us, 1.0, None, 0.0, base.peak_bytes), flush=True)
     have = implemented()
     for mode in modes:
         if mode not in have:
@@ -87,7 +87,7 @@ def rows(name: str, graph: gx.Graph, feeds: dict[str, Any], counts: list[int], m
                 continue
             label = mode if mode != "auto" else f"auto:{getattr(s, 'parallel', '?')}"
             peak = max((c["peak_bytes"] for c in getattr(s, "per_device", [])), default=s.peak_bytes)
-            print(_line(name, label, n, s.makespan_us, base.time_us / s.makespan_us, s.extra.get("bubble"),
+            print(_line(name, label, n, s.makespan_us, base.makespan_us / s.makespan_us, s.extra.get("bubble"),
                         getattr(s, "comm_hidden", 0.0), peak), flush=True)
 
 

@@ -179,7 +179,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot:
         from graphexec.profiling.plot import gantt
 
-        titles = [f"{r.streams} stream(s), {r.policy}: {r.time_us:,.1f} us" for r in cmp.rows]
+        titles = [f"{r.streams} stream(s), {r.policy}: {r.makespan_us:,.1f} us" for r in cmp.rows]
         write_one(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
         print(json.dumps(cmp.to_dict(), indent=2))

@@ -83,13 +83,13 @@ def compare(args: argparse.Namespace, graph: gx.Graph, feeds: dict[str, Any], wr
         from graphexec.profiling.plot import gantt
 
         rows: list[Any] = cmp.rows   # DeviceRow
-        titles = [f"{r.devices} card(s), {r.parallel}: {r.time_us:,.1f} us, {r.speedup:.2f}x" for r in rows]
+        titles = [f"{r.devices} card(s), {r.parallel}: {r.makespan_us:,.1f} us, {r.speedup:.2f}x" for r in rows]
         write_plot(lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
         print(json.dumps(cmp.to_dict(), indent=2, default=float))
     else:
         print(f"{args.model} on {cmp.sessions[-1].profile.name} cards, parallel={args.parallel}, "
-              f"{streams} stream(s) per card; speedup over {counts[0]} card(s)")
+              f"{streams} stream(s) per card")
         print(cmp.table())
     return 0
 

@@ -1,6 +1,6 @@
 """The points of a sweep: models x devices x streams x policies x card counts x modes, in
 one deterministic order (model outermost, so a model's points are contiguous and its
-first point, the baseline its speedups are against, comes first)."""
+first point comes first; speedups are over one stream on one card, sweep/run.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``graphexec sweep --plot``: speedup per model (rows) and configuration (columns) as a
-heat map, each cell its speedup over the model's first point (matplotlib, the ``plot``
+heat map, each cell its speedup over one stream on one card of the same device (matplotlib, the ``plot``
 extra); a point that failed is left blank."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def plot_speedups(rows: Sequence[dict[str, Any]], path: str) -> None:
             for j, v in enumerate(line):
                 if not np.isnan(v):
                     ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w")
-    fig.colorbar(im, ax=ax, label="speedup over the model's first point")
+    fig.colorbar(im, ax=ax, label="speedup over 1 stream, 1 card, same device")
     ax.set_title(f"sweep: {len(rows)} points ({', '.join(KEY[1:])})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

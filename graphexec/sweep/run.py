@@ -10,10 +10,12 @@ Example:
 Points run on a backend (``sweep_local``: a process pool, default; ``sweep_ray``: Ray
 tasks) and come back in the grid's order (``sweep_grid``); each row is appended to the
 output as it comes (``sweep_output``), so a sweep run again with the same output skips
-the points it has. ``speedup`` is the model's first point's makespan over the row's;
-with ``verify`` every point computes and ``verified`` says whether its outputs are
-bit-identical to that first point's. The rows are the same on every backend and with
-any number of workers, all but the host seconds (``compile_s``, ``simulate_s``).
+the points it has. ``speedup`` is the baseline's makespan over the row's, the baseline
+being the model on the row's device at one stream on one card (a point of the grid, or
+run silently, not as a row, when the grid lacks it); with ``verify`` every point
+computes and ``verified`` says whether its outputs are bit-identical to the baseline's.
+The rows are the same on every backend and with any number of workers, all but the
+host seconds (``compile_s``, ``simulate_s``).
 """
 
 from __future__ import annotations
@@ -49,15 +51,20 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
         # a row counts as done only for the batch it was run at (a rerun at another batch is new work)
         rows = {_key(r): r for r in (out.rows if out is not None else []) if r.get("batch") == batch}
         todo = [Job(p, batch, verify, diagnose) for p in points if p.key not in rows]
-        firsts: dict[str, Point] = {}
-        for p in points:
-            firsts.setdefault(p.model, p)
+        bases = {(p.model, p.device): baseline(points, p) for p in points}
         done = len(points) - len(todo)
         if progress is not None:
             progress(done, len(points), todo[0].point.describe() if todo else "")
-        for row, job in zip(_backend(backend, workers, address).rows(found, todo) if todo else iter(()), todo):
+        jobs = with_baselines(todo, bases, rows)
+        silent: dict[tuple[str, ...], dict[str, Any]] = {}   # baselines the grid lacks: not rows
+        keys = {p.key for p in points}
+        for row, job in zip(_backend(backend, workers, address).rows(found, jobs) if jobs else iter(()), jobs):
             row["batch"] = batch
-            _finish(row, job.point, firsts[job.point.model], rows, verify)
+            if job.point.key not in keys:
+                silent[job.point.key] = row
+                _finish(row, job.point, job.point, silent, verify)
+                continue
+            _finish(row, job.point, bases[job.point.model, job.point.device], rows | silent, verify)
             rows[job.point.key] = row
             if out is not None:
                 out.append(row)
@@ -80,13 +87,37 @@ def _backend(name: str, workers: int | None, address: str | None) -> Any:
     return LocalBackend(workers)
 
 
+def baseline(points: Sequence[Point], p: Point) -> Point:
+    """The point every speedup of ``p``'s model on ``p``'s device is over: one stream on one
+    card (the grid's own such point if it has one, else one to run silently)."""
+    own = [q for q in points if (q.model, q.device, q.streams, q.devices) == (p.model, p.device, "1", 1)]
+    return own[0] if own else Point(p.model, p.device, "1", "", 1, "")
+
+
+def with_baselines(todo: list[Job], bases: Mapping[tuple[str, str], Point],
+                   rows: Mapping[tuple[str, ...], Any]) -> list[Job]:
+    """``todo`` with each baseline that is not done run before the first point that needs it
+    (moved up when the grid has it later, added silently when it lacks it): rows come back
+    in order, so the baseline's is there when a speedup needs it."""
+    pending = {j.point.key: j for j in todo}
+    placed: set[tuple[str, ...]] = set(rows)
+    out: list[Job] = []
+    for job in todo:
+        base = bases[job.point.model, job.point.device]
+        for j in (pending.get(base.key) or Job(base, job.batch, job.verify, diagnose=False), job):
+            if j.point.key not in placed:
+                placed.add(j.point.key)
+                out.append(j)
+    return out
+
+
 def _key(row: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(row[c]) for c in KEY)
 
 
 def _finish(row: dict[str, Any], point: Point, first: Point, rows: dict[tuple[str, ...], dict[str, Any]],
             verify: bool) -> None:
-    """Fill the columns that need the model's first point: speedup, verified."""
+    """Fill the columns that need the baseline (``first``): speedup, verified."""
     base = row if first == point else rows.get(first.key)
     if base is None:
         return

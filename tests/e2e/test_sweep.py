@@ -51,7 +51,7 @@ def test_rows_equal_individual_sessions(local_rows):
         assert (r["makespan_us"], r["lower_bound_us"], r["num_tasks"], r["num_events"], r["peak_bytes"]) == \
             (s.makespan_us, s.lower_bound_us, s.num_tasks, s.num_events, s.peak_bytes)
         assert (r["cube_utilization"], r["cause"]) == (s.cube_utilization, result.diagnosis.reason)
-        base = next(b for b in local_rows if b["model"] == r["model"])
+        base = next(b for b in local_rows if (b["model"], b["device"]) == (r["model"], r["device"]))   # 1 stream
         assert r["speedup"] == base["makespan_us"] / r["makespan_us"]
     # and a full run (computed) of two points gives the same numbers
     for r in (local_rows[0], local_rows[-1]):
