@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "graphexec"
 
 # DESIGN.md's order, bottom to top; rooms in one layer may not import each other. The
-# top-level private modules (_limits, _switch, _files, _arrays) are the root package's own helpers.
+# top-level private modules (_limits, _switch, _render, _files, _arrays) are the root package's own helpers.
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"_limits", "_switch"},
+    {"_limits", "_switch", "_render"},
     {"_files", "_arrays"},
     {"ir"},
     {"plan"},

@@ -16,6 +16,7 @@ import numpy as np
 
 import graphexec as gx
 from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
+from graphexec._render import json_text, term
 from graphexec.cli import args as cli_args
 from graphexec.cli import calibrate as cli_calibrate
 from graphexec.cli import decode as cli_decode
@@ -86,9 +87,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.trace:
         write_one(args.trace, lambda tmp: tmp.write_text(json.dumps(result.trace)))
     if args.json:
-        print(json.dumps({"model": str(args.model), "device": session.profile.name,
-                          "outputs": {k: _describe(v) for k, v in result.outputs.items()},
-                          "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
+        print(json_text({"model": str(args.model), "device": session.profile.name,
+                         "outputs": {k: _describe(v) for k, v in result.outputs.items()},
+                         "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
     else:
         _print_summary(args.model, session, result)
         if args.measured and session.multi is None:
@@ -97,9 +98,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             plan, measured = session.compiled.plan, session.options.measured
             assert measured is not None
             found, kernels = coverage(plan.graph, plan.tasks, measured)
-            print(f"  measured: {found} of {kernels} kernels timed from {measured.source}, the rest by the cost model")
+            print(f"  measured: {found} of {kernels} kernels timed from {term(measured.source)}, the rest by the cost "
+                  "model")
         if args.profile:
-            print(f"  profile written to {args.profile}/ (timeline.json, op_summary.csv, op_statistic.csv)")
+            print(f"  profile written to {term(args.profile)}/ (timeline.json, op_summary.csv, op_statistic.csv)")
     return 0
 
 
@@ -127,13 +129,13 @@ def _describe(v: Any) -> dict[str, Any]:
 
 def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
     s = result.stats
-    print(f"{model} on {session.profile.name}, {s.num_streams} stream(s)")
+    print(f"{term(model)} on {term(session.profile.name)}, {s.num_streams} stream(s)")
     for name, value in result.outputs.items():
-        print(f"  output {name}: {summarize(value)}")
+        print(f"  output {term(name)}: {summarize(value)}")
     print(f"  simulated device time {s.makespan_us:,.1f} us (lower bound {s.lower_bound_us:,.1f} us)")
     print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
     if (line := session_fallbacks(session)) is not None:
-        print(line)
+        print(term(line))
     if s.precision_mode:
         print(f"  precision: timed in {s.precision_mode}, outputs computed "
               f"{'as the model defines them' if s.precision_computed == 'model' else 'in ' + s.precision_computed}")
@@ -182,9 +184,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         titles = [f"{r.streams} stream(s), {r.policy}: {r.makespan_us:,.1f} us" for r in cmp.rows]
         write_one(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
-        print(json.dumps(cmp.to_dict(), indent=2))
+        print(json_text(cmp.to_dict(), indent=2))
     else:
-        print(f"{args.model} on {cmp.sessions[0].profile.name}")
+        print(f"{term(args.model)} on {term(cmp.sessions[0].profile.name)}")
         print(cmp.table())
     return 0
 
@@ -227,12 +229,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         checked, problems = check_yaml(args.graph)
         for problem in problems:
-            print(problem, file=sys.stderr)
+            print(term(problem), file=sys.stderr)
         if problems or checked is None:
             return 2
         graph = checked
     streams = len(graph.meta["schedule"]["streams"]) if "schedule" in graph.meta else 0
-    print(f"{args.graph}: ok, {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs"
+    print(f"{term(args.graph)}: ok, {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs"
           + (f", a schedule on {streams} streams" if streams else ""))
     return 0
 
@@ -241,7 +243,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from graphexec.frontend.convert import save
 
     written = save(gx.load(args.input), args.output)
-    print("wrote " + " and ".join(map(str, written)))
+    print("wrote " + " and ".join(map(term, written)))
     return 0
 
 
@@ -253,7 +255,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     profiles = builtin_profiles()
     systems = [load_system(name) for name in builtin_systems()]
     if args.json:
-        print(json.dumps({"devices": [{**p.model_dump(), "calibration": provenance(p.sources)}
+        print(json_text({"devices": [{**p.model_dump(), "calibration": provenance(p.sources)}
                                       for p in profiles.values()],
                           "systems": [{**s.model_dump(mode="json"), "calibration": provenance(s.sources)}
                                       for s in systems]}, indent=2))
@@ -377,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_kernels(getattr(args, "kernels", None))
             return args.fn(args)
     except GraphExecError as e:
-        print(f"graphexec: error: {e}", file=sys.stderr)
+        print(f"graphexec: error: {term(e)}", file=sys.stderr)   # one line, whatever names it quotes
         return 2
     except BrokenPipeError:  # the reader (e.g. `head`) went away: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -392,6 +394,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("GRAPHEXEC_DEBUG"):
             raise
         where = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
-        print(f"graphexec: internal error: {type(e).__name__}: {e}{where} (set GRAPHEXEC_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        print(f"graphexec: internal error: {type(e).__name__}: {term(e)}{term(where)} "
+              "(set GRAPHEXEC_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1

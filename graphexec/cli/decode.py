@@ -6,13 +6,13 @@ one timeline (a ``PROF_*`` folder, ``graphexec view`` reads it)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import graphexec as gx
+from graphexec._render import json_text, term
 from graphexec.errors import GraphExecError
 
 PLANS_KEPT = 4
@@ -64,9 +64,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
     doc = {"model": str(args.model), "device": session.profile.name, "launch": args.launch, **run.to_dict(),
            "profile": str(where) if where else None}
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc, indent=2))
         return 0
-    print(f"{args.model} on {session.profile.name} ({args.launch} launch), prompt of {len(prompt)} tokens")
+    print(f"{term(args.model)} on {term(session.profile.name)} ({args.launch} launch), prompt of {len(prompt)} tokens")
     print(f"  tokens: {' '.join(map(str, run.tokens))}")
     print(f"  prompt step {doc['prompt_us']:,.1f} us; per token {doc['per_token_us'] or 0.0:,.1f} us "
           f"(simulated device time, {args.steps} steps)")
@@ -74,5 +74,5 @@ def cmd_decode(args: argparse.Namespace) -> int:
         print(f"  device idle between steps (host: copies out, sync, feeds, launch): "
               f"{float(np.mean(doc['gaps_us'])):,.1f} us on average")
     if where:
-        print(f"  every step on one timeline: {where}")
+        print(f"  every step on one timeline: {term(where)}")
     return 0

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 from typing import Any, Callable
 
 import graphexec as gx
+from graphexec._render import json_text, term
 from graphexec.cluster import MODES, check_spread, split_batch
 from graphexec.errors import GraphExecError
 
@@ -86,9 +86,9 @@ def compare(args: argparse.Namespace, graph: gx.Graph, feeds: dict[str, Any], wr
         titles = [f"{r.devices} card(s), {r.parallel}: {r.makespan_us:,.1f} us, {r.speedup:.2f}x" for r in rows]
         write_plot(lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
-        print(json.dumps(cmp.to_dict(), indent=2, default=float))
+        print(json_text(cmp.to_dict(), indent=2, default=float))
     else:
-        print(f"{args.model} on {cmp.sessions[-1].profile.name} cards, parallel={args.parallel}, "
+        print(f"{term(args.model)} on {term(cmp.sessions[-1].profile.name)} cards, parallel={args.parallel}, "
               f"{streams} stream(s) per card")
         print(cmp.table())
     return 0
@@ -107,17 +107,18 @@ def plan(args: argparse.Namespace, graph: gx.Graph, feeds: dict[str, Any]) -> in
         print("auto tried (timing-only estimates): " + ", ".join(f"{k} {v:,.1f} us" for k, v in tried.items()))
         mode = mode._mode(name)
     spread = mode.cluster.spread
-    print(f"{args.model} on {spread.devices} x {spread.system.device_profile.name} ({spread.system.name}), "
+    print(f"{term(args.model)} on {spread.devices} x {term(spread.system.device_profile.name)} "
+          f"({term(spread.system.name)}), "
           f"parallel={getattr(mode, 'name', args.parallel)}, {spread.microbatches} micro-batch(es)")
-    print("\n".join(_partition(mode, feeds)))
+    print("\n".join(map(term, _partition(mode, feeds))))
     result = session.run(feeds)
     for key in PLAN_KEYS:   # what the mode reports of its partition in its stats
         items = result.stats.extra.get(key)
         if items:
             items = items if isinstance(items, list) else [items]
             print(f"stats.extra[{key!r}]:")
-            print("\n".join(f"  {json.dumps(x, default=str)[:160]}" for x in items[:args.limit or SHOW]))
-    print("\n".join(_transfers(result, args.limit or SHOW)))
+            print("\n".join(f"  {json_text(x, default=str)[:160]}" for x in items[:args.limit or SHOW]))
+    print("\n".join(map(term, _transfers(result, args.limit or SHOW))))
     return 0
 
 

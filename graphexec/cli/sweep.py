@@ -7,13 +7,13 @@ with every finished row kept in the output (run it again to resume)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from graphexec._files import check_output, check_targets, write_one
+from graphexec._render import json_text, term
 from graphexec.cluster import MODES
 from graphexec.errors import GraphExecError
 from graphexec.sweep.plot import config_label, plot_speedups
@@ -94,13 +94,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.plot:
         write_one(args.plot, lambda tmp: plot_speedups(rows, str(tmp)))
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json_text(rows, indent=2))
     else:
         print(_table(rows))
     bad = [r for r in rows if r["verified"] not in (None, "yes")]
     if bad:   # every schedule must give the same bits: a difference is a bug
         print(f"graphexec: {len(bad)} point(s) gave outputs that differ from their baseline (1 stream, 1 card) "
-              f"(first: {config_label(bad[0])} of {bad[0]['model']})", file=sys.stderr)
+              f"(first: {term(config_label(bad[0]))} of {term(bad[0]['model'])})", file=sys.stderr)
     return 1 if bad else 0
 
 
@@ -131,6 +131,7 @@ class _bar:
             return None
         try:
             from rich.console import Console
+            from rich.markup import escape
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         except ImportError:
             return self._plain()
@@ -141,7 +142,7 @@ class _bar:
         self._stop = bar.stop
 
         def update(done: int, total: int, what: str) -> None:
-            bar.update(task, completed=done, total=total, description=what[:60])
+            bar.update(task, completed=done, total=total, description=escape(term(what)[:60]))
         return update
 
     def _plain(self) -> Callable[[int, int, str], None]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from graphexec._files import check_output, check_targets
+from graphexec._render import term
 from graphexec.profiling.report_html import write_report
 from graphexec.profiling.view_data import profile_files
 
@@ -29,5 +30,5 @@ def cmd_view(args: argparse.Namespace) -> int:
     check_output(out, "-o")
     check_targets([("-o", out, ())], [("the profile", f) for f in profile_files(src)])
     write_report(str(src), out)
-    print(f"report written to {out}")
+    print(f"report written to {term(out)}")
     return 0

@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from graphexec._render import csv_value
 from graphexec.errors import CalibrationError
 from graphexec.plan.measured import MeasuredOp, MeasuredTimes
 
@@ -94,10 +95,10 @@ def read_op_summary(path: str | Path) -> MeasuredTimes:
                                            "number") from None
                 if not 0 <= us < float("inf"):
                     raise CalibrationError(f"{path} row {i}: field 'Task Duration(us)': {text!r} is negative")
-                name = (row.get("Op Name") or "").strip()
+                name = csv_value((row.get("Op Name") or "").strip())
                 if not name:
                     raise CalibrationError(f"{path} row {i}: field 'Op Name' is empty")
-                op = (row.get("OP Type") or "").strip()
+                op = csv_value((row.get("OP Type") or "").strip())
                 rows.append((name, CANN_TO_ONNX.get(op, op), (row.get("Input Shapes") or "").strip(), us))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise CalibrationError(f"{path}: cannot read the op summary: {exc}") from None

@@ -15,10 +15,13 @@ from typing import IO, Any, Sequence
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
+
+from graphexec._render import term
 
 PLAIN_WIDTH = 1000     # a pipe has no width: never wrap a row
 # a header rule of dashes and nothing else: what plain text tables have always looked like
@@ -45,7 +48,7 @@ def render(renderable: Any, stream: IO[str] | None = None, indent: str = "") -> 
 def table(head: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "", stream: IO[str] | None = None) -> str:
     """Columns sized to their cells (numbers right-aligned, text left), a dashed rule under
     the header; on a terminal the header is bold and wide tables fold to fit."""
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[term(c) for c in row] for row in rows]   # names: escaped for the terminal
     numeric = [bool(cells) and all(_is_number(r[i]) for r in cells) for i in range(len(head))]
     t = Table(box=HEAD_RULE, show_edge=False, pad_edge=False, padding=(0, 0, 0, 1), collapse_padding=True,
               header_style="bold" if on_terminal(stream) else "", show_lines=False)
@@ -85,7 +88,7 @@ class Progress:
     def update(self, done: int, what: str = "") -> None:
         """Show ``done`` of ``total`` steps finished, ``what`` being worked on now."""
         if self._bar is not None:
-            self._bar.update(self._task, completed=min(done, self.total), description=what)
+            self._bar.update(self._task, completed=min(done, self.total), description=escape(term(what)))
             self._bar.refresh()
 
     def close(self) -> None:
@@ -132,9 +135,9 @@ def op_type_table(stat_rows: Sequence[dict[str, Any]], limit: int = 5, indent: s
 
 def diagnosis_lines(diagnosis: Any, width: int = 100) -> list[str]:
     """The verdict in plain words, the ops that matter, and the other causes by gain."""
-    lines = textwrap.wrap(f"diagnosis: {diagnosis.message}", width, initial_indent="  ", subsequent_indent="    ")
+    lines = textwrap.wrap(f"diagnosis: {term(diagnosis.message)}", width, initial_indent="  ", subsequent_indent="    ")
     if diagnosis.ops:
-        ops = ", ".join(f"{o['name']} ({o['op']}, {o['us']:,.1f} us)" for o in diagnosis.ops)
+        ops = ", ".join(f"{term(o['name'])} ({term(o['op'])}, {o['us']:,.1f} us)" for o in diagnosis.ops)
         lines += textwrap.wrap(f"ops that matter: {ops}", width, initial_indent="    ",
                                subsequent_indent="      ")
     others = [f"{c.reason} {c.gain:.2f}x" for c in getattr(diagnosis, "causes", [])[1:]]

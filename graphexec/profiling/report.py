@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphexec._render import term
 from graphexec.plan.tasks import TaskKind
 
 
@@ -15,20 +16,20 @@ def schedule_text(compiled: Any, limit: int = 0) -> str:
              f"{sched.num_event_ids} event id(s)"]
     fusion = compiled.graph.meta.get("fusion")
     if fusion:   # graph fusion's groups by GE rule (passes/graph_fusion.py)
-        lines.append("fusion: " + ", ".join(f"{rule} x{n}" for rule, n in fusion.items()))
+        lines.append("fusion: " + ", ".join(f"{term(rule)} x{n}" for rule, n in fusion.items()))
     for i, tasks in enumerate(sched.streams):
         lines.append(f"stream {i}: {sum(t.kind in (TaskKind.KERNEL, TaskKind.AICPU) for t in tasks)} kernels")
         shown = tasks if not limit else tasks[:limit]
         for t in shown:
             if t.kind is TaskKind.EVENT_RECORD:
-                lines.append(f"    record e{t.event}    ({t.name})")
+                lines.append(f"    record e{t.event}    ({term(t.name)})")
             elif t.kind is TaskKind.EVENT_WAIT:
-                lines.append(f"    wait   e{t.event}    ({t.name})")
+                lines.append(f"    wait   e{t.event}    ({term(t.name)})")
             else:
                 where = "AI CPU" if t.kind is TaskKind.AICPU else f"{t.unit}, {t.block_dim} blocks"
                 fused = t.node.meta.get("fused_ops") if t.node is not None else None
                 op = f"{t.op}, fused: {'+'.join(fused)}" if fused else t.op
-                lines.append(f"  {t.name} [{op}] ({where})")
+                lines.append(f"  {term(t.name)} [{term(op)}] ({where})")
         if len(shown) < len(tasks):
             lines.append(f"  ... {len(tasks) - len(shown)} more")
     return "\n".join(lines)
@@ -44,7 +45,7 @@ def memory_text(plan: Any, limit: int = 0) -> str:
     shown = acts if not limit else acts[:limit]
     lines.append(f"  {'offset':>12} {'size':>12}  {'stream':>6}  {'live (launch idx)':>17}  tensor")
     for e in shown:
-        lines.append(f"  {e.offset:>12,} {e.size:>12,}  {e.stream:>6}  {f'{e.first}..{e.last}':>17}  {e.tensor}")
+        lines.append(f"  {e.offset:>12,} {e.size:>12,}  {e.stream:>6}  {f'{e.first}..{e.last}':>17}  {term(e.tensor)}")
     if len(shown) < len(acts):
         lines.append(f"  ... {len(acts) - len(shown)} more")
     return "\n".join(lines)

@@ -11,9 +11,9 @@ the page: no JavaScript library, no network, and text in the charts stays text.
 
 from __future__ import annotations
 
-import html
 from typing import Any, Sequence
 
+from graphexec._render import html
 from graphexec.profiling import report_charts as charts
 from graphexec.profiling.view_data import View
 
@@ -44,7 +44,7 @@ SORT_JS = """document.querySelectorAll('table.sortable th').forEach(function(th,
 
 
 def _e(v: Any) -> str:
-    return html.escape(str(v), quote=True)
+    return html(v)   # the one HTML rendering of a name (graphexec/_render.py)
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "", first: bool = False) -> str:

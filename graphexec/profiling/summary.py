@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from graphexec._render import csv_cell
 from graphexec.profiling.counters import work
 from graphexec.profiling.record import RunRecord
 
@@ -125,7 +126,8 @@ def op_statistic(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _cell(v: Any) -> Any:
-    return f"{v:.3f}" if isinstance(v, float) else v
+    """A number with three decimals; text (names) never a spreadsheet formula."""
+    return f"{v:.3f}" if isinstance(v, float) else csv_cell(v)
 
 
 def write_csv(path: str, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphexec._render import csv_value
 from graphexec.errors import GraphExecError
 from graphexec.profiling.timeline import CORES_COUNTER, HBM_COUNTER, QUEUE_COUNTER
 
@@ -122,7 +123,7 @@ def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any
     """The op table: the csv's rows, or the trace's kernels and copies when there is none."""
     if path is not None:
         with open(path, newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
+            return [{k: csv_value(v) if isinstance(v, str) else v for k, v in row.items()} for row in csv.DictReader(f)]
     return [{"Op Name": e["name"], "OP Type": e.get("args", {}).get("op", e["cat"]), "Stream ID": e["tid"],
              "Task Start Time(us)": f"{e['ts']:.3f}", "Task Duration(us)": f"{e['dur']:.3f}",
              "Block Dim": e.get("args", {}).get("block_dim", "")}

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from graphexec._render import csv_cell, csv_value
 from graphexec.errors import GraphExecError
 from graphexec.sweep.grid import KEY
 from graphexec.sweep.point import COLUMNS, NUMBERS
@@ -54,12 +55,12 @@ class CsvOutput:
 
     def _write(self, values: list[Any]) -> None:
         buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerow(values)
-        self._file.write(buf.getvalue())   # one write of the whole line, then flushed: never half a row
+        csv.writer(buf, lineterminator="\r\n").writerow(values)   # "\r\n": a cell holding a CR is quoted too
+        self._file.write(buf.getvalue()[:-2] + "\n")   # one write of the whole line, then flushed: never half a row
         self._file.flush()
 
     def append(self, row: dict[str, Any]) -> None:
-        self._write(["" if row[c] is None else row[c] for c in COLUMNS])
+        self._write(["" if row[c] is None else csv_cell(row[c]) for c in COLUMNS])   # no cell a formula
         self.rows.append(row)
 
     def close(self) -> None:
@@ -144,5 +145,5 @@ def parse(text: dict[str, str]) -> dict[str, Any]:
         if c in NUMBERS:
             row[c] = None if v == "" else NUMBERS[c](v)
         else:
-            row[c] = v if (v != "" or c in KEY) else None
+            row[c] = csv_value(v) if (v != "" or c in KEY) else None
     return row

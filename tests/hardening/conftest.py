@@ -31,17 +31,22 @@ def host_budget(monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The corpus report: how many cases each class of issue 21 holds, and how many passed."""
+    """The corpus report: how many cases each class of issues 21 and 39 holds, and how many passed."""
+    from hardening.round_three import ROUND_THREE
     from hardening.round_two import ROUND_TWO
     from hardening.round_two_api import API
 
-    cases = [*ROUND_TWO, *API]
+    for issue, cases in ((21, [*ROUND_TWO, *API]), (39, ROUND_THREE)):
+        _report(terminalreporter, issue, cases)
+
+
+def _report(terminalreporter: pytest.TerminalReporter, issue: int, cases: list) -> None:
     outcome = {r.nodeid.rsplit("[", 1)[-1].rstrip("]"): r.outcome
                for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
-               if "test_issue_21_case" in r.nodeid and r.when == "call"}
+               if f"test_issue_{issue}_case" in r.nodeid and r.when == "call"}
     if not outcome:
         return
-    terminalreporter.write_sep("-", "bad-input corpus by class (issue 21)")
+    terminalreporter.write_sep("-", f"bad-input corpus by class (issue {issue})")
     for cls in dict.fromkeys(c.cls for c in cases):
         names = [c.name for c in cases if c.cls == cls]
         passed = sum(outcome.get(n) == "passed" for n in names)

@@ -1,0 +1,115 @@
+"""Issue 39's corpus (round_three.py): each case gives its exact line and exit code; and
+class 1 checked on the media themselves: the bytes a terminal gets, the cells a
+spreadsheet gets."""
+
+from __future__ import annotations
+
+import csv
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphexec._render import UNSAFE
+from hardening.round_three import HOSTILE, ROUND_THREE, hostile_model
+from hardening.test_corpus import ROOT, expected, run_cli
+
+FORMULA = re.compile(r"[=+\-@\t\r]")
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+@pytest.mark.parametrize("case", ROUND_THREE, ids=[c.name for c in ROUND_THREE])
+def test_issue_39_case_gives_its_line_and_exit_code(case, tmp_path, capsys):
+    args = case.make(tmp_path)
+    rc, out, err = run_cli(args, capsys)
+    assert (rc, err) == (case.rc, expected(args, case.message, tmp_path))
+    assert out == ""
+
+
+def test_every_issue_39_class_has_its_cases():
+    counts = {cls: sum(c.cls == cls for c in ROUND_THREE) for cls in dict.fromkeys(c.cls for c in ROUND_THREE)}
+    assert all(n >= 5 for n in counts.values()), counts
+    assert len({c.name for c in ROUND_THREE}) == len(ROUND_THREE)
+
+
+def formula_cells(folder: Path) -> list[tuple[str, str]]:
+    """Every cell of every CSV under ``folder`` that a spreadsheet would run as a formula."""
+    bad = []
+    for path in folder.rglob("*.csv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            bad += [(path.name, c) for row in csv.reader(f) for c in row
+                    if FORMULA.match(c) and not NUMBER.fullmatch(c)]
+    return bad
+
+
+def test_names_reach_the_terminal_escaped_and_csv_cells_are_no_formulas(tmp_path, capsys, monkeypatch):
+    """run (summary, diagnosis), plan and the PROF folder of a model whose every name is hostile."""
+    model = hostile_model(tmp_path)
+    monkeypatch.setenv("ASCEND_PROFILING_OUTPUT_PATH", str(tmp_path / "prof"))
+    assert run_cli(["run", model, "--profile", tmp_path / "p"], capsys)[0] == 0
+    for args in (["run", model], ["plan", model]):
+        rc, out, err = run_cli(args, capsys)
+        assert rc == 0 and not UNSAFE.search(out.replace("\n", "")) and not UNSAFE.search(err.replace("\n", ""))
+        assert "\\x1b[2J" in out and "fake" in out and not any(line.startswith("fake") for line in out.splitlines())
+    assert formula_cells(tmp_path / "p") == []
+    rows = list(csv.DictReader(open(tmp_path / "p" / "op_summary.csv", newline="", encoding="utf-8")))
+    assert rows[0]["Op Name"].startswith("'=cmd")   # OWASP: a leading quote, the rest kept
+
+
+def test_measured_times_read_back_the_names_csv_cell_quoted(tmp_path, capsys):
+    """An op_summary written with quoted cells times the same model again: the names match."""
+    model = hostile_model(tmp_path)
+    assert run_cli(["run", model, "--profile", tmp_path / "p"], capsys)[0] == 0
+    rc, out, _ = run_cli(["run", model, "--measured", tmp_path / "p" / "op_summary.csv"], capsys)
+    assert rc == 0 and "measured: 1 of 1 kernels" in out
+
+
+def test_sweep_table_and_csv(tmp_path, capsys):
+    model = hostile_model(tmp_path)
+    out_csv = tmp_path / "sweep.csv"
+    rc, out, err = run_cli(["sweep", model, "--output", out_csv, "--workers", "1", "--no-diagnosis"], capsys)
+    assert rc == 0, err
+    assert not UNSAFE.search(out.replace("\n", "")) and "\\u202e" in out
+    assert formula_cells(tmp_path) == []
+    again = run_cli(["sweep", model, "--output", out_csv, "--workers", "1", "--no-diagnosis"], capsys)
+    assert again[0] == 0 and len(list(csv.reader(open(out_csv)))) == 2   # read back: the point is found, not rerun
+
+
+def _on_a_pty(args: list, cwd: Path) -> tuple[int, bytes]:
+    """(exit code, every byte the process wrote to its terminal)."""
+    parent, child = pty.openpty()
+    p = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *map(str, args)], stdin=child, stdout=child,
+                         stderr=child, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+    os.close(child)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(parent, 65536)
+        except OSError:   # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(parent)
+    return p.wait(timeout=120), data
+
+
+@pytest.mark.slow
+def test_terminal_bytes_on_a_pty_hold_no_control_or_bidi_character_from_a_name(tmp_path):
+    """What a terminal gets from run (summary, diagnosis), plan, an error line and a sweep table.
+    The program's own styling (rich's SGR colours, the line discipline's CR LF) is allowed; the
+    name's screen clear, OSC title, BEL, bare CR and bidi characters are not."""
+    model = hostile_model(tmp_path)
+    bad_feed = ["run", model, "--input", f"q{HOSTILE}=x.npy"]
+    for args, rc in (["run", model], 0), (["plan", model], 0), (bad_feed, 2), (["sweep", model, "--workers", "1"], 0):
+        code, data = _on_a_pty(args, tmp_path)
+        text = data.decode("utf-8")
+        assert code == rc, text
+        assert "\x1b[2J" not in text and "\x1b]" not in text and "\x07" not in text
+        assert not re.search("\r(?![\n\x1b])", text), args   # no CR but a line end's and the bar's own (CR ESC[2K)
+        assert not re.search("[\u202a-\u202e\u2066-\u2069]", text)
+        assert "\\u202e" in text
