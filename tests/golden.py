@@ -11,7 +11,8 @@ SIMD loops may move by a rounding (``golden_compare.close``).
 ``python tests/golden.py --record`` records ``golden_plans.json`` (digests) and
 ``golden_outputs.npz`` (arrays); ``tests/e2e/test_golden.py`` recomputes and compares. The
 contract additions made since the first recording (``alias_of`` entries for non-root tensors,
-``record_id`` args and ``sync`` flow events in the trace) are left out of the digests.
+``record_id`` args and ``sync`` flow events in the trace; HTA's ``stream``, ``device`` and
+``correlation`` args, which repeat a slice's tid, pid and flow id) are left out of the digests.
 """
 
 from __future__ import annotations
@@ -82,14 +83,19 @@ def plan_digests(compiled: Any) -> dict[str, str]:
     return {"tasks": _digest([tasks, deps, views]), "schedule": _digest(schedule), "memory": _digest(memory)}
 
 
+UNDIGESTED = ("record_id", "stream", "device", "correlation")   # ids the trace repeats: tid, pid, the flow id
+
+
 def _trace_events(trace: dict[str, Any]) -> list[Any]:
     out = []
     for ev in trace["traceEvents"]:
         if ev.get("cat") == "sync":
             continue
         args = ev.get("args")
-        if isinstance(args, dict) and "record_id" in args:
-            ev = {**ev, "args": {k: v for k, v in args.items() if k != "record_id"}}
+        if isinstance(args, dict) and any(k in args for k in UNDIGESTED):
+            ev = {**ev, "args": {k: v for k, v in args.items() if k not in UNDIGESTED}}
+            if not ev["args"] and ev.get("cat") == "launch":   # a launch had no args before HTA's correlation
+                del ev["args"]
         out.append(ev)
     return out
 

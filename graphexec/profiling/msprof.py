@@ -30,7 +30,7 @@ from graphexec._files import folder_mode
 from graphexec.profiling.steps import place, span_us, starts, step_events, step_ids
 from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
 from graphexec.profiling.timeline import timeline
-from graphexec.profiling.trace import record_trace
+from graphexec.profiling.trace import DISTRIBUTED, record_trace
 
 OUTPUT = "mindstudio_profiler_output"
 SUMMARY = ("Device_id", "Model Name", "Step ID", "Task ID", *SUMMARY_COLUMNS)
@@ -61,7 +61,8 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
                        "start_us": begins[k], "device_pid": 2 * run.device_id + 1})
     events += step_events([r.device_id for r in runs], ids, begins, spans, clocks)
     first = others[0] if others else {}
-    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {**first, "runs": others}}
+    return {"traceEvents": events, "displayTimeUnit": "ns", "distributedInfo": DISTRIBUTED,
+            "otherData": {**first, "runs": others}}
 
 
 def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], stamp: str) -> None:

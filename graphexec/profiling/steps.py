@@ -81,6 +81,10 @@ def place(events: Sequence[dict[str, Any]], k: int, device_id: int, step: int, s
             e["id"] = (k << 44) + int(e["id"])
         if e.get("ph") == "X":
             e["args"] = {**e.get("args", {}), "step": step}
+            if "correlation" in e["args"]:   # HTA's launch-to-kernel id: apart as the flow ids are
+                e["args"]["correlation"] = (k << 44) + int(e["args"]["correlation"])
+            if "device" in e["args"]:
+                e["args"]["device"] = device_id
         elif e.get("ph") == "M":
             key = (e["pid"], e.get("tid"), e["name"])
             if key in named:

@@ -4,6 +4,13 @@ pid 0 is the host (its launch calls), pid 1 the device with one thread per strea
 flow arrows go from each launch to the task it enqueued ("flow") and from each event
 record to the waits on it ("sync"). A server's trace (``server_trace``) gives each card
 the pid of its device id, and the host the pid after the last one.
+
+For Holistic Trace Analysis (HTA), which reads PyTorch profiler traces, every kernel, copy
+and collective also carries ``args.stream`` (its stream id, as ``tid``), ``args.device``
+(its device id) and ``args.correlation`` (the id of the launch arrow, which its host launch
+carries too; a graph-mode run's one model-execute call carries none), and the trace has a
+top-level ``distributedInfo`` (rank 0, backend hccl). The timeline's format, every key, is
+documented in one place: ``schemas/timeline.md``.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 HOST_PID, DEVICE_PID = 0, 1
+DISTRIBUTED = {"rank": 0, "backend": "hccl"}   # HTA reads a trace's rank here (one trace file is rank 0)
 _CAT = {"kernel": "kernel", "memcpy": "memcpy", "record": "event", "wait": "event", "callback": "callback",
         "control": "control", "hccl": "hccl"}
 
@@ -26,9 +34,21 @@ class Where:
     host_pid: int = HOST_PID
     host_tid: int = 0
     flow_base: int = 0
+    device_id: int = 0
 
 
-def _task_event(t: Any, pid: int) -> dict[str, Any]:
+HTA_KINDS = ("kernel", "memcpy", "hccl")
+
+
+def _task_event(t: Any, where: Where) -> dict[str, Any]:
+    ev = _task_event_plain(t, where.device_pid)
+    if t.kind in HTA_KINDS:   # what HTA reads of a device kernel (see the module's docstring)
+        ev["args"] = {**ev.get("args", {}), "stream": t.stream.id, "device": where.device_id,
+                      "correlation": where.flow_base + t.seq}
+    return ev
+
+
+def _task_event_plain(t: Any, pid: int) -> dict[str, Any]:
     ev: dict[str, Any] = {"ph": "X", "cat": _CAT.get(t.kind, t.kind), "name": t.name, "ts": t.start_t,
                           "dur": t.end_t - t.start_t, "pid": pid, "tid": t.stream.id}
     task = t.meta.get("task")
@@ -78,16 +98,17 @@ def _sync_flows(finished: list[Any], where: Where) -> list[dict[str, Any]]:
     return out
 
 
-def chrome_trace(dev: Any, name: str = "graphexec") -> dict[str, Any]:
+def chrome_trace(dev: Any, name: str = "graphexec", device_id: int | None = None) -> dict[str, Any]:
     """The run that just finished on ``dev`` as ``{"traceEvents": [...]}``."""
-    device = device_events(dev, f"device ({name})", Where())
+    device_id = getattr(dev, "id", 0) if device_id is None else device_id
+    device = device_events(dev, f"device ({name})", Where(device_id=device_id))
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": HOST_PID, "tid": 0, "args": {"name": "host"}},
         device[0],   # the device's process_name
         {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": 0, "args": {"name": "launch thread"}},
         *device[1:],
     ]
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
+    return {"traceEvents": events, "displayTimeUnit": "ns", "distributedInfo": DISTRIBUTED}
 
 
 def server_trace(devices: dict[int, Any], name: str = "graphexec") -> dict[str, Any]:
@@ -99,8 +120,8 @@ def server_trace(devices: dict[int, Any], name: str = "graphexec") -> dict[str, 
     for i in sorted(devices):
         events.append({"ph": "M", "name": "thread_name", "pid": host, "tid": i,
                        "args": {"name": f"launch thread (device {i})"}})
-        events += device_events(devices[i], f"device {i} ({name})", Where(i, host, i, i << 40))
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
+        events += device_events(devices[i], f"device {i} ({name})", Where(i, host, i, i << 40, i))
+    return {"traceEvents": events, "displayTimeUnit": "ns", "distributedInfo": DISTRIBUTED}
 
 
 def device_events(dev: Any, label: str, where: Where) -> list[dict[str, Any]]:
@@ -112,7 +133,7 @@ def device_events(dev: Any, label: str, where: Where) -> list[dict[str, Any]]:
         events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": s.id,
                        "args": {"name": f"stream {s.id}"}})
     finished = sorted(dev.sim.finished, key=lambda t: (t.start_t, t.seq))
-    events += [_task_event(t, pid) for t in finished]
+    events += [_task_event(t, where) for t in finished]
     events += _sync_flows(finished, where)
     events += _launch_events(dev, where)
     events += _counters(dev, pid)
@@ -133,7 +154,8 @@ def _launch_events(dev: Any, where: Where) -> list[dict[str, Any]]:
                                "ts": launch.start, "dur": launch.end - launch.start, "pid": hp, "tid": ht})
         else:
             events.append({"ph": "X", "cat": "launch", "name": f"launch {t.name}", "ts": launch.start,
-                           "dur": launch.end - launch.start, "pid": hp, "tid": ht})
+                           "dur": launch.end - launch.start, "pid": hp, "tid": ht,
+                           "args": {"correlation": base + t.seq}})
         if t.start_t is not None and t.end_t is not None:
             # each end of the arrow sits inside its slice, not on an edge that the slice
             # before or after shares, so viewers bind it to the right launch and task
@@ -147,7 +169,7 @@ def _launch_events(dev: Any, where: Where) -> list[dict[str, Any]]:
 def record_trace(record: Any) -> dict[str, Any]:
     """The trace of a finished run from its RunRecord (the device has moved on since)."""
     dev = SimpleNamespace(sim=record.sim, launches=record.launches, graph_mode=record.graph_mode)
-    return chrome_trace(dev, record.name)
+    return chrome_trace(dev, record.name, record.device_id)
 
 
 def _counters(dev: Any, pid: int = DEVICE_PID) -> list[dict[str, Any]]:
