@@ -36,6 +36,7 @@ from graphexec.frontend.onnx_functions import inline_functions
 from graphexec.frontend.onnx_meta import check_meta_schedule, read_meta
 from graphexec.frontend.onnx_stream import raw_bytes, split_weights
 from graphexec.frontend.provenance import record
+from graphexec.frontend.sequence_map import lower_sequence_maps
 from graphexec.ir import Graph, Node, TensorType, Value, topological_sort, verify
 from graphexec.ir.onnx_proto import tensor_type
 
@@ -194,6 +195,7 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
     into ``model`` first (``onnx_functions.py``): the caller hands over a model it owns.
     """
     inline_functions(model, source)
+    lower_sequence_maps(model)
     g = model.graph
     nodes = [fields_of(n) for n in g.node]   # each field read once (see fields_of)
     for i, (n, name, op, *_, attrs) in enumerate(nodes):  # first: the checks below walk subgraphs recursively
