@@ -43,7 +43,7 @@ FAMILIES = ("quantized", "qdq", "qoperator", "contrib", "transformer", "control_
 
 @dataclass(frozen=True)
 class Feed:
-    """How one input is filled: ``kind`` is normal | uniform | ints | zeros | ones | const | true."""
+    """How one input is filled: ``kind`` is normal | uniform | ints | zeros | ones | const | true | range."""
 
     kind: str = "normal"
     low: float = 0.0
@@ -67,6 +67,11 @@ def Normal(scale: float) -> Feed:
 
 def Const(value: float) -> Feed:
     return Feed("const", value=value)
+
+
+def Positions(start: int) -> Feed:
+    """start, start + 1, ... along the last axis: position ids after ``start`` past tokens."""
+    return Feed("range", value=start)
 
 
 ZEROS, ONES, TRUE = Feed("zeros"), Feed("ones"), Feed("true")
@@ -598,6 +603,8 @@ def _fill(f: Feed, dtype: np.dtype, shape: tuple[int, ...], rng: np.random.Gener
         return np.ones(shape, dtype=bool).astype(dtype)
     if f.kind == "const":
         return np.full(shape, f.value, dtype)
+    if f.kind == "range":
+        return np.broadcast_to(np.arange(int(f.value), int(f.value) + (shape[-1] if shape else 1)), shape).astype(dtype)
     if f.kind == "ints":
         return rng.integers(int(f.low), int(f.high), size=shape).astype(dtype)
     if dtype.kind in "iu":
