@@ -20,8 +20,8 @@ Three tables, graphexec beside onnxruntime (one intra-op thread) in the same pro
 
 Times are the median CPU ms of this process (``time.process_time``; ``--best``: the fastest)
 of alternating runs: both run on this one thread, so on a quiet machine that is the wall time,
-and on a shared one it leaves out the other processes' turns. The ratio is graphexec / onnxruntime. Target (issue 35): decode steps <= 2x. ``--profile NAME`` prints
-cProfile's top of the steady-state step of that model instead.
+and on a shared one it leaves out the other processes' turns. The ratio is Target (issue 35): decode steps <= 2x.
+``--profile NAME`` prints cProfile's top of the steady-state step of that model instead.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def step_table(chosen: list[tuple[str, Path | None]], past: int, repeat: int) ->
         session, ort = gx.Session(gx.load(str(path))), _ort(str(path))
         res, want = session.run(feeds), ort.run(None, feeds)
         ok = all(np.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(res.outputs.values(), want))
-        ours, theirs = _ms([lambda: session.run(feeds), lambda: ort.run(None, feeds)], repeat)
+        ours, theirs = _ms([lambda s=session, f=feeds: s.run(f), lambda o=ort, f=feeds: o.run(None, f)], repeat)
         ratios.append(ours / theirs)
         print(f"{name:<16}{res.stats.num_tasks:>7}{ours:>14.3f}{theirs:>16.3f}{ours / theirs:>8.2f}  "
               f"{'equal' if ok else 'DIFFER'}", flush=True)
@@ -152,7 +152,7 @@ def greedy_table(repeat: int) -> None:
     for n in (6, 24):
         feeds = {"h": h, "steps": np.array(n, dtype=np.int64)}
         got, want = session.run(feeds).outputs["tokens"], ort.run(None, feeds)[0]
-        ours, theirs = _ms([lambda: session.run(feeds), lambda: ort.run(None, feeds)], repeat)
+        ours, theirs = _ms([lambda f=feeds: session.run(f), lambda f=feeds: ort.run(None, f)], repeat)
         print(f"{n:<16}{ours:>14.3f}{theirs:>16.3f}{ours / theirs:>8.1f}  "
               f"{'equal' if np.array_equal(got, want) else 'DIFFER'}", flush=True)
 
