@@ -27,6 +27,7 @@ BENCHMARKS = {
     "fidelity.py": ["kind", "/"],
     "calibration.py": ["rows", "split"],
     "ml_speed.py": ["model", "graphexec"],
+    "decode_speed.py": ["step:", "one"],
 }
 
 

@@ -59,10 +59,13 @@ class Steps:
         self.into: list[Any] = [None] * n   # a direct step's one output's planned view, if it has one
         self.held = [False] * n   # the steps ``_hold`` made
         self.fused: list[FusedRunner | None] = [None] * n   # a held step's fused node (graph fusion), if it is one
+        self.chains: set[int] = set()   # the held steps that are their members' binds (``_chain``)
         self.flips = NodeRunner.flips
-        # the plain steps, given their KernelCalls at the first replay: a call holds its run's
-        # context, and a plan that only ever runs timing-only should hold none
-        self._unbound = [i for i, task in enumerate(kernels) if not self._direct(i, task, ctx)]
+        # every step is bound at the first replay: a plain step's KernelCall holds its run's context
+        # (a plan that only ever runs timing-only should hold none), and a kernel's bind may read a
+        # constant input's value, which a computing run has written into its device bytes by then
+        self._plan = ctx
+        self._unbound = list(range(n))
 
     def _direct(self, i: int, task: Task, ctx: ExecContext) -> bool:
         """Make step ``i`` a direct call of its kernel, where its runner and values allow."""
@@ -106,6 +109,8 @@ class Steps:
         call = ctx.call(task)
         out = None if call.out is None else views.get(call.out)
         values = {n: views[n] for n in task.reads}
+        if type(runner) is FusedRunner and self._chain(i, runner, values, out, call):
+            return True
         if type(runner) is FusedRunner:   # its members' kernels called directly, where they all have one
             start = runner.bound(values, out)
             if start is None:
@@ -117,12 +122,27 @@ class Steps:
         self.held[i] = True
         return True
 
+    def _chain(self, i: int, runner: FusedRunner, values: dict[str, Any], out: Any, call: Any) -> bool:
+        """Make step ``i`` a graph-fused node's members as a chain of their binds
+        (``FusedRunner.chained``): its start returns the last member's result, which its end
+        stores unless it is ``out`` already."""
+        chain = runner.chained(values, out)
+        if chain is None:
+            return False
+        start, into = chain
+        self.starts[i], self.ends[i] = start, partial(_store_one, call.store, runner.outputs[0])
+        self.outs[i] = out if into else _NEVER
+        self.held[i], self.fused[i] = True, runner
+        self.chains.add(i)
+        return True
+
     def plain(self, i: int) -> None:
         """Step ``i`` as ``KernelCall.compute`` and ``store``: the plan's KernelCall (the context's
         ``calls`` are the plan's, which every run rebinds)."""
         call = self.ctx.call(self.kernels[i])
         self.starts[i], self.ends[i], self.outs[i] = call.compute, call.store, _NEVER
         self.runners[i], self.held[i], self.fused[i] = None, False, None
+        self.chains.discard(i)
 
     def _store(self, i: int, res: Any) -> None:
         """The end of a direct step whose kernel did not return its output's view: an array
@@ -142,7 +162,10 @@ class Steps:
         does not serve is the fallback's outputs, and the step is plain from now on."""
         runner = self.runners[i]
         if runner is None:
-            raise exc
+            if i not in self.chains:
+                raise exc
+            self.plain(i)   # a member's bind raised: the members as their runners call them say what it means
+            return self.ctx.call(self.kernels[i]).compute()
         args = list(self.args[i])
         outputs = runner.recover(exc, {n: v for n, v in zip(runner.node.inputs, args) if n}, args)
         self.plain(i)
@@ -152,7 +175,7 @@ class Steps:
         """Bind the steps not bound yet (held, or plain on ``self.ctx``'s calls), and make plain
         the steps whose runner turned to its fallback since the last run."""
         for i in self._unbound:
-            if not self._hold(i, self.ctx):
+            if not self._direct(i, self.kernels[i], self._plan) and not self._hold(i, self.ctx):
                 self.plain(i)
         self._unbound = []
         if self.flips != NodeRunner.flips:   # a runner turned to its fallback since
@@ -207,7 +230,7 @@ class Steps:
                         return i, starts[i](), runner
                     except Exception as e:  # noqa: BLE001  (``failed`` re-raises what the runner does not handle)
                         return i, self.failed(i, e), None
-                if self.held[i]:
+                if self.held[i] and i not in self.chains:   # a chain's scratch arrays are this plan's run's
                     return i, starts[i](), None
             return i, ctx.call(kernels[i]).begin(), None
 
@@ -233,6 +256,11 @@ class Steps:
         for i, runner in enumerate(self.runners):
             if (runner is not None or self.held[i]) and starts[i] > k:
                 self.plain(i)
+
+
+def _store_one(store: Callable[[dict[str, Any]], None], name: str, res: Any) -> None:
+    """A chain's end (``Steps._chain``): its one output through the plain store."""
+    store({name: res})
 
 
 def _nothing() -> None:

@@ -3,8 +3,10 @@
 Importing this package registers every own kernel.
 """
 
-# importing the kernel modules registers their kernels
+# importing the kernel modules registers their kernels (``binds`` gives some of them binds, after
+# importing the modules that register them)
 from graphexec.kernels import (  # noqa: F401
+    binds,
     contrib_act,
     contrib_attention,
     contrib_gqa,

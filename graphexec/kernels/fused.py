@@ -35,6 +35,7 @@ class FusedRunner:
         self.node = node
         self.members = [NodeRunner(m, graph) for m in node.meta["members"]]
         self.outputs = [o for o in node.outputs if o]
+        self.types = {o: graph.values[o].type for m in node.meta["members"] for o in m.outputs if o in graph.values}
 
     @property
     def uses_fallback(self) -> bool:
@@ -67,6 +68,58 @@ class FusedRunner:
             calls.append((r, spec, {"out": out} if i == last and out is not None and r.takes_out else {}))
             made.update(o for o in r.node.outputs if o)
         return partial(_run_bound, calls, self.outputs)
+
+
+    def chained(self, values: Mapping[str, Any], out: Any = None) -> tuple[Callable[[], Any], bool] | None:
+        """The same run as ``self(values, out)`` as a chain of the members' binds (``KernelDef.bind``):
+        each member but the last computes into a scratch array of its own, made once, that the
+        next reads; the last into ``out`` where its bind allows. The start returns the last
+        member's result; with it, whether that is always ``out``. None unless every member
+        has a bind that writes its one output into the array given (a ufunc's ``out=``: what the
+        next member reads must be there) and the node's one output is the last member's."""
+        env: dict[str, Any] = dict(values)
+        calls: list[Callable[[], Any]] = []
+        last = len(self.members) - 1
+        into = False
+        for i, r in enumerate(self.members):
+            named = [o for o in r.node.outputs if o]
+            if r.bind is None or r.fn is None or r.uses_fallback or len(named) != 1 or not r.takes_out \
+                    or any(n and n not in env for n in r.node.inputs):
+                return None
+            args = [env[n] if n else None for n in r.node.inputs]
+            dst = out if i == last else _scratch(self.types.get(named[0]))
+            if i < last and dst is None:
+                return None
+            bound = r.bind(r.ctx, *args) if dst is None else r.bind(r.ctx, *args, out=dst)
+            if bound is None or (i < last and not _writes(bound, dst)):
+                return None
+            into = dst is not None and _writes(bound, dst)
+            calls.append(bound)
+            env[named[0]] = dst
+        if self.outputs != [o for o in self.members[-1].node.outputs if o]:
+            return None
+        return partial(_run_chain, tuple(calls[:-1]), calls[-1]), into
+
+
+def _scratch(t: Any) -> np.ndarray | None:
+    """A member's intermediate, for ``FusedRunner.chained``: an array of its static type."""
+    if t is None or not t.is_static or t.dtype is None or t.dtype == object:
+        return None
+    return np.empty(t.shape, t.dtype)
+
+
+def _writes(bound: Any, dst: Any) -> bool:
+    """Whether the bound call writes its result into ``dst`` and returns it: a one-output
+    ufunc called with ``out=dst`` always does."""
+    return type(bound) is partial and isinstance(bound.func, np.ufunc) and bound.func.nout == 1 \
+        and bound.keywords.get("out") is dst
+
+
+def _run_chain(first: tuple[Callable[[], Any], ...], last: Callable[[], Any]) -> Any:
+    """A fused node's members as their binds (``FusedRunner.chained``): the last one's result."""
+    for call in first:
+        call()
+    return last()
 
 
 def _run_bound(calls: list[tuple[NodeRunner, list[tuple[bool, Any]], dict[str, Any]]],

@@ -1,0 +1,156 @@
+"""Binds (``registry.BindFn``) for the small data-movement and reduction kernels a decode step
+is made of: Slice, Split, Expand, Transpose, Concat, Gather, ReduceMean, Pow.
+
+A decode step runs ~150 kernels on tensors of a few KB, where a kernel's Python (its
+argument checks, its attributes, its index arithmetic) costs several times its numpy work.
+A plan's replay (``engine/steps.py``) calls each kernel on the same device views every run,
+so what depends only on those views' shapes and on constant inputs is worked out here once:
+
+- a **view kernel** (Slice, Split, Expand, Transpose) returns a view of its input's memory,
+  which does not move: the view itself is made once and handed back each run (the step's
+  end copies it into the output, as it copies the kernel's result);
+- Concat, Gather with constant indices, ReduceMean and Pow become the one numpy call the
+  kernel would make, its checks done here.
+
+A bind returns None wherever its case is not certain (an input computed at run time that the
+kernel reads as a number, a dtype the kernel widens, a result that would not be an array);
+the kernel's own call then runs, the plain path.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from itertools import repeat
+from typing import Any, Callable
+
+import numpy as np
+
+from graphexec.kernels import elementwise, reduce, tensor
+from graphexec.kernels.registry import OpContext, Unsupported, definitions_of, update
+
+Bound = Callable[[], Any] | None
+
+
+def _consts(ctx: OpContext, first: int = 1) -> bool:
+    """Whether every given input from ``first`` on is a graph constant (the same every run)."""
+    return all(ctx.const_inputs[first:])
+
+
+def _root(a: np.ndarray) -> Any:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a.base if a.base is not None else a
+
+
+def _views_of(res: Any, x: np.ndarray) -> bool:
+    """Whether ``res`` (an array or a tuple of them) is views of ``x``'s memory, never a copy."""
+    arrays = res if isinstance(res, tuple) else (res,)
+    root = _root(x)
+    return all(type(a) is np.ndarray and a.base is not None and _root(a) is root for a in arrays)
+
+
+def _view_bind(kernel: Callable[..., Any]) -> Callable[..., Bound]:
+    """The bind of a kernel that returns views of its first input, reading none of its values:
+    the views, made once (``kernel`` on the bound arrays) and returned as they are each run."""
+
+    def bind(ctx: OpContext, x: Any, *args: Any) -> Bound:
+        if type(x) is not np.ndarray or not _consts(ctx):
+            return None
+        try:
+            res = kernel(ctx, x, *args)
+        except (Unsupported, ValueError, TypeError, IndexError):
+            return None
+        return repeat(res).__next__ if _views_of(res, x) else None
+
+    return bind
+
+
+def bind_concat(ctx: OpContext, *xs: Any, out: np.ndarray | None = None) -> Bound:
+    """``np.concatenate`` on the bound arrays, into ``out`` where the kernel would write there."""
+    arrays = tuple(x for x in xs if x is not None)
+    if not arrays or any(type(x) is not np.ndarray for x in arrays):
+        return None
+    first = arrays[0]
+    if not first.ndim or any(x.dtype != first.dtype or x.ndim != first.ndim for x in arrays):
+        return None
+    axis = ctx.attrs.get("axis")
+    if not isinstance(axis, int) or not -first.ndim <= axis < first.ndim:
+        return None
+    axis %= first.ndim
+    rest = [x.shape[:axis] + x.shape[axis + 1:] for x in arrays]
+    if any(r != rest[0] for r in rest):
+        return None   # numpy's error, as the kernel raises it
+    shape = first.shape[:axis] + (sum(x.shape[axis] for x in arrays),) + first.shape[axis + 1:]
+    if out is not None and out.dtype == first.dtype and out.shape == shape:
+        return partial(np.concatenate, arrays, axis=axis, out=out)
+    return partial(np.concatenate, arrays, axis=axis)
+
+
+def bind_gather(ctx: OpContext, x: Any, idx: Any) -> Bound:
+    """``np.take`` with constant indices checked and wrapped once."""
+    if type(x) is not np.ndarray or type(idx) is not np.ndarray or not _consts(ctx):
+        return None
+    try:
+        axis = tensor._axis("Gather", ctx.attr("axis", 0), x.ndim)
+        ind = tensor._indices("Gather", idx, x.shape[axis])
+    except Unsupported:
+        return None
+    if type(np.take(x, ind, axis=axis)) is not np.ndarray:   # a numpy scalar: the kernel's asarray
+        return None
+    return partial(np.take, x, ind, axis=axis)
+
+
+def bind_reduce_mean(ctx: OpContext, x: Any, axes_in: Any = None) -> Bound:
+    """A float ReduceMean over constant axes: the kernel's sum and division, with no checks."""
+    if type(x) is not np.ndarray or x.dtype.kind != "f" or x.dtype == np.float16 or not _consts(ctx):
+        return None
+    try:
+        axes = reduce._axes("ReduceMean", ctx, x, axes_in)
+    except Unsupported:
+        return None
+    keep = bool(ctx.attr("keepdims", 1))
+    count = x.size if axes is None else math.prod(x.shape[a] for a in axes)
+    if type(reduce.reduce_mean(x, axes, keep)) is not np.ndarray:   # a 0-d result: the kernel's asarray
+        return None
+    return partial(_mean, x, axes, keep, count)
+
+
+def _mean(x: np.ndarray, axes: Any, keep: bool, count: int) -> np.ndarray:
+    """``reduce_mean`` of a float: the same sum (``np.sum`` is ``np.add.reduce``) and division."""
+    total: Any = np.add.reduce(x, axis=axes, dtype=x.dtype, keepdims=keep)   # type: ignore[call-overload]
+    return total / count
+
+
+def bind_pow(ctx: OpContext, a: Any, b: Any) -> Bound:
+    """A float base whose power keeps its dtype: ``np.power`` alone (no cast left to do)."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype.kind != "f" or b.dtype.kind not in "iuf":
+        return None
+    if not elementwise._accepts("Pow", "iuf", a) or not elementwise._accepts("Pow", "iuf", b):
+        return None
+    res = np.power(a, b)
+    if type(res) is not np.ndarray or res.dtype != a.dtype:   # a numpy scalar, or a wider dtype: the kernel casts
+        return None
+    return partial(np.power, a, b)
+
+
+def install() -> None:
+    """Give the kernels their binds (at import: every registration is made by then), each of
+    the op's registrations whose function is the one the bind was written for."""
+    binds: dict[str, tuple[Callable[..., Any], Callable[..., Bound]]] = {
+        "Slice": (tensor.slice_, _view_bind(tensor.slice_)),
+        "Split": (tensor.split, _view_bind(tensor.split)),
+        "Expand": (tensor.expand, _view_bind(tensor.expand)),
+        "Transpose": (tensor._SIMPLE["Transpose"], _view_bind(tensor._SIMPLE["Transpose"])),
+        "Concat": (tensor.concat, bind_concat),
+        "Gather": (tensor.gather, bind_gather),
+        "ReduceMean": (reduce.reduce_mean, bind_reduce_mean),
+        "Pow": (elementwise.pow_, bind_pow),
+    }
+    for op, (fn, bind) in binds.items():
+        for d in definitions_of(op):
+            if not d.domain and getattr(d.fn, "__wrapped__", d.fn) is fn:
+                update(op, opset=d.since, bind=bind)
+
+
+install()
