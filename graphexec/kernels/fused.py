@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from graphexec.ir import Graph, Node
+from graphexec.kernels import fused_chain
 from graphexec.kernels.cost import MAX_BLOCK_DIM, VECTOR_TILE_BYTES, Cost, node_cost
 from graphexec.kernels.dispatch import NodeRunner
 
@@ -52,8 +53,12 @@ class FusedRunner:
         """The same run as ``self(values, out)`` with each member's kernel called directly,
         its arguments fixed where they are ``values`` (views that do not move between
         runs) and taken from earlier members' results otherwise: the replay fast path
-        (``engine/steps.py``). None where a member has no kernel of its own (the
-        reference runs it) or reads a value not given."""
+        (``engine/steps.py``). A chain of per-element steps after its head runs a block
+        of channels at a time (``fused_chain.py``, the same bits). None where a member
+        has no kernel of its own (the reference runs it) or reads a value not given."""
+        chain = fused_chain.bind(self.members, self.outputs, values, out)
+        if chain is not None:
+            return chain
         calls: list[tuple[NodeRunner, list[tuple[bool, Any]], dict[str, Any]]] = []
         made: set[str] = set()
         last = len(self.members) - 1
