@@ -23,6 +23,7 @@ from graphexec.kernels.cost import cube_dtype, node_cost, work
 from graphexec.runtime import codes
 from graphexec.runtime.codes import acl_error, invalid_param
 from graphexec.runtime.device import Device
+from graphexec.runtime.profiles import ROLES
 from graphexec.runtime.sim import DeviceTask
 from graphexec.runtime.stream import Stream
 
@@ -161,18 +162,20 @@ def launch_kernel(kernel: str | Callable[..., Any], block_dim: int, stream: Stre
         flops, bytes: the work, for the roofline (registered ops default to their cost rule).
         reads, writes: pointers, ``(ptr, nbytes)`` or ``(ptr, nbytes, name)`` the kernel
             touches, for the hazard checker; a callable defaults to all pointer args.
-        unit: "cube", "vector" or "aicpu"; dtype: the dtype its peak throughput is taken at.
+        unit: the role "cube", "vector" or "aicpu", or the device profile's name for that unit
+            ("tensor_core" on a GPU); dtype: the dtype its peak throughput is taken at.
     """
     if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) \
             or not 1 <= block_dim <= MAX_BLOCK_DIM:
         raise invalid_param(f"block_dim must be an int in 1..{MAX_BLOCK_DIM}, got {block_dim!r}")
-    if unit not in (None, "cube", "vector", "aicpu"):
-        raise invalid_param(f"unit must be 'cube', 'vector' or 'aicpu', got {unit!r}")
+    if unit is not None and not isinstance(unit, str):
+        raise invalid_param(f"unit must be a unit's role or name, got {unit!r}")
     try:
         flops, bytes = (None if v is None else work(v, k) for k, v in (("flops", flops), ("bytes", bytes)))
     except ValueError as e:
         raise invalid_param(str(e)) from None
     dev, s = STATE.stream(stream)
+    unit = _role(dev.profile, unit)
     if isinstance(kernel, str):
         task = _registered(dev, s, kernel, args, attrs or {}, outputs, name)
         task.block_dim = int(block_dim)
@@ -190,6 +193,17 @@ def launch_kernel(kernel: str | Callable[..., Any], block_dim: int, stream: Stre
     else:
         raise invalid_param(f"kernel must be a registered op name or a callable, got {kernel!r}")
     dev.launch(task)
+
+
+def _role(profile: Any, unit: str | None) -> str | None:
+    """The cost model's role of ``unit``, given as a role or as the profile's name of a unit."""
+    if unit is None or unit in ROLES:
+        return unit
+    named = {name: role for role, name in profile.units.names().items()}
+    if unit not in named:
+        raise invalid_param(f"unit must be one of {', '.join(ROLES)} or a unit of {profile.name} "
+                            f"({', '.join(named)}), got {unit!r}")
+    return named[unit]
 
 
 def _registered(dev: Device, s: Stream, op: str, args: tuple, attrs: dict, outputs: int,

@@ -70,12 +70,18 @@ class Comparison:
 
     def table(self) -> str:
         """A plain-text table a person can read."""
-        head = ["streams", "policy", "used", "events", "time (us)", "speedup", "lower bound", "cube util",
-                "vector util", "peak memory"]
+        head = ["streams", "policy", "used", "events", "time (us)", "speedup", "lower bound", *self.unit_heads(),
+                "peak memory"]
         body = [[str(r.streams), r.policy, str(r.used), str(r.events), f"{r.makespan_us:,.1f}", f"{r.speedup:.2f}x",
                  f"{r.lower_bound_us:,.1f}", f"{100 * r.cube_utilization:.1f}%", f"{100 * r.vector_utilization:.1f}%",
                  f"{r.peak_bytes / 2**20:,.2f} MiB"] for r in self.rows]
         return "\n".join([table(head, body), self.speedup_note(), self.verdict])
+
+    def unit_heads(self) -> list[str]:
+        """The cube_utilization and vector_utilization columns' heads, with the profile's names of the units."""
+        units = self.results[0].stats.units if self.results else {}
+        names = list(units) if len(units) == 2 else ["cube", "vector"]
+        return [f"{name} util" for name in names]
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [r.__dict__ for r in self.rows], "identical": self.identical,

@@ -53,7 +53,7 @@ class DeviceComparison(Comparison):
                 else "OUTPUTS DIFFER between rows")
 
     def table(self) -> str:
-        head = ["devices", "parallel", "time (us)", "speedup", "comm (us)", "comm hidden", "cube util", "vector util",
+        head = ["devices", "parallel", "time (us)", "speedup", "comm (us)", "comm hidden", *self.unit_heads(),
                 "peak memory/card", "weights/card"]
         body = [[str(r.devices), r.parallel, f"{r.makespan_us:,.1f}", f"{r.speedup:.2f}x", f"{r.comm_us:,.1f}",
                  f"{100 * r.comm_hidden:.1f}%", f"{100 * r.cube_utilization:.1f}%",

@@ -261,8 +261,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
                                       for s in systems]}, indent=2))
         return 0
     for p in profiles.values():
-        print(f"{p.name:12s} {p.ai_cores:3d} AI cores ({'coupled' if p.coupled else 'separated'}), "
-              f"{p.peak_tflops.cube['float16']:g} TFLOPS fp16 cube, {p.hbm_bandwidth_gbps:g} GB/s, "
+        cube = p.units.cube   # the units as the profile names them (an SM, tensor cores on a GPU)
+        print(f"{p.name:12s} {p.ai_cores:3d} x {cube.core} ({'coupled' if p.coupled else 'separated'}), "
+              f"{p.peak_tflops.cube['float16']:g} TFLOPS fp16 {cube.label}, {p.hbm_bandwidth_gbps:g} GB/s, "
               f"{p.hbm_capacity_bytes / 2**30:g} GiB — {p.description}\n{'':13s}{note(p.sources)}")
     print("\nsystems:")
     for s in systems:

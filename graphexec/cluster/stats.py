@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from graphexec.cluster.cards import WORK
 from graphexec.engine.metrics import utilization
-from graphexec.engine.result import Result, Stats, make_stats
+from graphexec.engine.result import Result, Stats, make_stats, unit_shares
 
 if TYPE_CHECKING:
     from graphexec.engine.compiled import Compiled
@@ -145,6 +145,7 @@ def multi_stats(cards: Sequence[tuple["Compiled", "Device"]], parallel: str, mic
     n = len(cards)
     agg.update(makespan_us=float(makespan), compile_s=compile_s, cube_utilization=util["cube_utilization"] / n,
                vector_utilization=util["vector_utilization"] / n, hbm_utilization=util["hbm_utilization"] / n)
+    agg["units"] = unit_shares(profile, agg["cube_utilization"], agg["vector_utilization"])
     nbytes = sum(n[2][0] for n in numbers)
     comm_us = sum(n[2][1] for n in numbers)
     hidden = sum(n[2][2] for n in numbers)

@@ -35,6 +35,9 @@ class Stats:
     ``host_wait_us`` the part of it with every queue empty (the device waited on the host).
     ``precision_mode`` is ATC's precision mode the kernels were timed in, ``precision_computed``
     the one their outputs were computed in ("model": the ONNX model's dtypes).
+    ``units`` has the matrix and vector units' utilizations under the profile's own names
+    (``units:`` of the device profile: ``{"tensor_core": ..., "cuda_core": ...}`` on a GPU);
+    ``cube_utilization`` and ``vector_utilization`` are the same two numbers by role.
     """
 
     makespan_us: float
@@ -64,6 +67,7 @@ class Stats:
     host_wait_us: float = 0.0
     precision_mode: str = ""
     precision_computed: str = ""
+    units: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,7 +172,12 @@ def _stats(compiled: "Compiled", dev: "Device", done: list[Any], makespan: float
         weight_bytes=regions["weight"], io_bytes=regions["io"],
         host_time_us=float(dev.host_t), compile_s=compiled.compile_s,
         precision_mode=precision.get("timed", ""), precision_computed=precision.get("computed", ""),
-        **metrics)
+        units=unit_shares(compiled.profile, util["cube_utilization"], util["vector_utilization"]), **metrics)
+
+
+def unit_shares(profile: Any, cube: float, vector: float) -> dict[str, float]:
+    """The matrix and vector utilizations under the profile's names for those units."""
+    return {profile.unit_name("cube"): cube, profile.unit_name("vector"): vector}
 
 
 def summarize(value: Any, n: int = 5) -> str:

@@ -105,11 +105,16 @@ class Progress:
 
 def profile_lines(stats: Any) -> list[str]:
     """The run summary's lines on utilization, queues and idle time."""
-    return [f"  utilization: cube {stats.cube_utilization:.1%}, vector {stats.vector_utilization:.1%}, "
-            f"HBM bandwidth {stats.hbm_utilization:.1%} of peak",
+    return [f"  utilization: {_units(stats)}, HBM bandwidth {stats.hbm_utilization:.1%} of peak",
             f"  command queues: mean depth {stats.mean_queue_depth:.1f}, max {stats.max_queue_depth} tasks; "
             f"device idle {stats.device_idle_us:,.1f} us, of which waiting on the host {stats.host_wait_us:,.1f} us"
             ] + spread_lines(stats)
+
+
+def _units(stats: Any) -> str:
+    """The compute units' utilizations under the profile's names (``Stats.units``), matrix unit first."""
+    units = getattr(stats, "units", None) or {"cube": stats.cube_utilization, "vector": stats.vector_utilization}
+    return ", ".join(f"{name} {share:.1%}" for name, share in units.items())
 
 
 def spread_lines(stats: Any) -> list[str]:
@@ -119,7 +124,8 @@ def spread_lines(stats: Any) -> list[str]:
         return []
     lines = [f"  {stats.num_devices} cards, parallel {stats.parallel}: communication {stats.comm_us:,.1f} us, "
              f"{stats.comm_bytes:,} bytes, {stats.comm_hidden:.1%} of it hidden behind compute"]
-    lines += [f"    device {c['device']}: {c['makespan_us']:,.1f} us, compute {c['compute_us']:,.1f} us, cube "
+    matrix = next(iter(getattr(stats, "units", None) or {"cube": 0}))
+    lines += [f"    device {c['device']}: {c['makespan_us']:,.1f} us, compute {c['compute_us']:,.1f} us, {matrix} "
               f"{c['cube_utilization']:.1%}, activation pool {c['peak_bytes']:,} bytes, weights "
               f"{c['weight_bytes']:,} bytes, comm {c['comm_us']:,.1f} us" for c in cards]
     return lines

@@ -61,16 +61,19 @@ def dispatch(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experim
 
 def dependency(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment, fields: str) -> str:
     return (f"dependency-bound: {int(n['low_block_dim_ops'])} kernels use fewer blocks than the cores and "
-            f"{int(n['streams'])} stream(s) run them one after another (cube at {n['cube_utilization']:.0%}, "
+            f"{int(n['streams'])} stream(s) run them one after another ({profile.unit_name('cube')} at "
+            f"{n['cube_utilization']:.0%}, "
             f"free time {n['free_time_share']:.0%}). The bound is set by {fields}; on {dep.streams} streams "
             f"(policy {dep.policy}) {_took(n, 'dependency')}.")
 
 
 def compute(n: dict[str, float], rows: list[Any], profile: Any, dep: cf.Experiment, fields: str) -> str:
-    return (f"compute-bound: {n['compute_bound_share']:.0%} of kernel time is in kernels limited by the cube or "
-            f"vector units ({op_types(rows)}; cube at {n['cube_utilization']:.0%}, vector at "
-            f"{n['vector_utilization']:.0%} of peak, {int(n['mac_bound_ops'])} ops above {PIPE_BOUND} on the "
-            f"compute pipe). The bound is set by {fields}; at twice the peak rates (the chip's, not a setting) "
+    cube, vector = profile.unit_name("cube"), profile.unit_name("vector")
+    return (f"compute-bound: {n['compute_bound_share']:.0%} of kernel time is in kernels limited by the "
+            f"{profile.units.cube.label} or {profile.units.vector.label} ({op_types(rows)}; {cube} at "
+            f"{n['cube_utilization']:.0%}, {vector} at {n['vector_utilization']:.0%} of peak, "
+            f"{int(n['mac_bound_ops'])} ops above {PIPE_BOUND} on the compute pipe). The bound is set by "
+            f"{fields}; at twice the peak rates (the chip's, not a setting) "
             f"{_took(n, 'compute')}.")
 
 

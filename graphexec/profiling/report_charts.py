@@ -46,8 +46,10 @@ def utilization(cores: Sequence[tuple[float, float, float]], hbm: Sequence[tuple
     fig, ax = plt.subplots(figsize=(WIDTH, 2.6))
     cube_peak = peak.get("ai_cores", 1)
     vec_peak = cube_peak if peak.get("coupled", True) else peak.get("vector_cores", 1)
-    _steps(ax, [(t, 100 * c / cube_peak) for t, c, _ in cores], end, "cube cores busy", COLORS["cube"])
-    _steps(ax, [(t, 100 * v / vec_peak) for t, _, v in cores], end, "vector cores busy", COLORS["vector"])
+    units = peak.get("units") or {}
+    label = {r: (units.get(r) or {}).get("label", f"{r} units") for r in ("cube", "vector")}
+    _steps(ax, [(t, 100 * c / cube_peak) for t, c, _ in cores], end, f"{label['cube']} busy", COLORS["cube"])
+    _steps(ax, [(t, 100 * v / vec_peak) for t, _, v in cores], end, f"{label['vector']} busy", COLORS["vector"])
     bw = peak.get("hbm_bandwidth_gbps") or 1.0
     _steps(ax, [(t, 100 * g / bw) for t, g in hbm], end, "HBM bandwidth", "#ff7f0e")
     ax.axhline(100, color="grey", linestyle="--", linewidth=0.8, label="peak")

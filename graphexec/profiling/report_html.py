@@ -66,9 +66,11 @@ def _numeric(v: Any) -> bool:
         return False
 
 
-def _metrics(stats: dict[str, Any]) -> str:
+def _metrics(stats: dict[str, Any], view: View) -> str:
     cards = []
     for key, label, fmt in METRICS:
+        if key in ("cube_utilization", "vector_utilization"):   # the unit as the profile names it
+            label = f"{view.unit(key.split('_')[0])['label']} utilization"
         if key in stats:
             value = fmt.format(int(stats[key]) if fmt == "{:d}" else float(stats[key]))
             cards.append(f'<div class="card">{_e(label)}<b id="metric-{key}">{_e(value)}</b></div>')
@@ -157,7 +159,7 @@ def render(view: View) -> str:
     peak = other.get("peak", {})
     title = f"graphexec profile: {other.get('model', '')} on {other.get('device', '?')}"
     parts = [f"<h1>{_e(title)}</h1><p>from {_e(view.source)}</p>", _calibration(other.get("device")),
-             "<h2>Key metrics</h2>", _metrics(stats),
+             "<h2>Key metrics</h2>", _metrics(stats, view),
              charts.utilization(view.cores(), view.hbm(), peak, end),
              "<h2>Task-queue depth</h2>", charts.queue_depth(view.queue(), peak.get("queue_depth"), end),
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),

@@ -13,7 +13,7 @@ from typing import Any
 
 from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth, steps, total_depth
 from graphexec.profiling.record import RunRecord
-from graphexec.profiling.trace import DEVICE_PID, HOST_PID
+from graphexec.profiling.trace import DEVICE_PID, HOST_PID, unit_keys
 
 POOL_COUNTER = "activation pool (bytes in use)"
 CORES_COUNTER = "busy cores"
@@ -45,7 +45,8 @@ def counter_events(record: RunRecord, pid: int = DEVICE_PID) -> list[dict[str, A
     for stream, series in queue_depth(record.tasks).items():
         events += series_of(f"queue depth (stream {stream})", "tasks", series)
     cores = busy_cores(record.tasks, record.samples, record.profile)
-    events += _counter(CORES_COUNTER, pid, [(t, {"cube": c, "vector": v}) for t, c, v in cores])
+    matrix, vector = unit_keys(record.profile)
+    events += _counter(CORES_COUNTER, pid, [(t, {matrix: c, vector: v}) for t, c, v in cores])
     events += series_of(HBM_COUNTER, "GB/s", hbm_series(record.tasks))
     plan = getattr(record, "plan", None)
     if plan is not None:   # a plan's activation pool; ACL and eager runs have none
@@ -84,5 +85,7 @@ def timeline(record: RunRecord | Any, trace: dict[str, Any], extra: dict[str, An
     prof = record.profile
     other = {"source": "graphexec", "device": prof.name, "model": record.name, "device_pid": pid,
              "peak": {"ai_cores": prof.ai_cores, "vector_cores": prof.vector_cores, "coupled": prof.coupled,
+                      "units": {r: {"name": u["name"], "label": u["label"]} for r, u in
+                                ((u["role"], u) for u in prof.describe_units())},
                       "hbm_bandwidth_gbps": prof.hbm_bandwidth_gbps, "queue_depth": prof.queue_depth}}
     return {**trace, "traceEvents": events, "otherData": {**other, **(extra or {})}}

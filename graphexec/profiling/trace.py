@@ -172,12 +172,20 @@ def record_trace(record: Any) -> dict[str, Any]:
     return chrome_trace(dev, record.name, record.device_id)
 
 
+def unit_keys(profile: Any) -> tuple[str, str]:
+    """The busy-cores counter's keys: the matrix and vector units' names in ``profile``."""
+    if profile is None:
+        return "cube", "vector"
+    return profile.unit_name("cube"), profile.unit_name("vector")
+
+
 def _counters(dev: Any, pid: int = DEVICE_PID) -> list[dict[str, Any]]:
     """Busy cores and command-queue depth over time, as counter tracks of the device."""
     out = []
+    names = unit_keys(getattr(dev.sim, "profile", None))
     for s in getattr(dev.sim, "samples", ()):
         out.append({"ph": "C", "cat": "counter", "name": "busy cores", "ts": s[0], "pid": pid,
-                    "args": {"cube": s[1], "vector": s[2]}})
+                    "args": {names[0]: s[1], names[1]: s[2]}})
         if len(s) > 4:
             out.append({"ph": "C", "cat": "counter", "name": "queued tasks", "ts": s[0], "pid": pid,
                         "args": {"tasks": s[4]}})

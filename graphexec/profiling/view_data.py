@@ -47,8 +47,16 @@ class View:
         """A counter track's steps (of the run's own device process)."""
         return [(e["ts"], float(e["args"].get(key, 0.0))) for e in self._counters(name)]
 
+    def unit(self, role: str) -> dict[str, str]:
+        """The name and label of the unit of ``role`` in the run's profile (a profile
+        written before units were named: the role)."""
+        units = (self.other.get("peak") or {}).get("units") or {}
+        return units.get(role) or {"name": role, "label": f"{role} cores"}
+
     def cores(self) -> list[tuple[float, float, float]]:
-        return [(e["ts"], float(e["args"].get("cube", 0)), float(e["args"].get("vector", 0)))
+        """(time, busy matrix-unit cores, busy vector-unit cores) steps."""
+        matrix, vector = self.unit("cube")["name"], self.unit("vector")["name"]
+        return [(e["ts"], float(e["args"].get(matrix, 0)), float(e["args"].get(vector, 0)))
                 for e in self._counters(CORES_COUNTER)]
 
     def queue(self) -> list[tuple[float, float]]:

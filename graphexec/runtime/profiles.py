@@ -48,6 +48,51 @@ class CopyBandwidth(BaseModel):
     d2d: Positive
 
 
+ROLES = ("cube", "vector", "aicpu")   # the cost model's roles for a kernel, the keys of ``units``
+
+
+class Unit(BaseModel):
+    """One compute unit as its chip names it: what stats, trace counters and summaries call it."""
+
+    model_config = _FROZEN
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$",
+                      description="Identifier in stats (``units``), trace counters and summaries: a lower-case "
+                                  "letter, then letters, digits or '_' (at most 32).")
+    label: str = Field(min_length=1, max_length=64, description="What a person calls the unit, as in "
+                                                                  "'tensor cores'.")
+    core: str = Field(min_length=1, max_length=32, description="What one of its cores is called, as in 'SM'.")
+
+
+class Units(BaseModel):
+    """The profile's compute units by the role the cost model gives a kernel: ``cube`` the
+    matrix unit (GEMM, convolution: Ascend's cube, a GPU's tensor cores), ``vector`` the unit
+    of elementwise and reduction kernels (Ascend's vector unit, a GPU's CUDA cores), ``aicpu``
+    the scalar processor that runs what no unit kernel implements. The roles are how counts
+    and peaks are keyed (``ai_cores``, ``peak_tflops.cube``, ``kernels.vector``); the names
+    are what a run reports. Left out: Ascend's names."""
+
+    model_config = _FROZEN
+    cube: Unit = Unit(name="cube", label="cube units", core="AI Core")
+    vector: Unit = Unit(name="vector", label="vector units", core="AI Core")
+    aicpu: Unit = Unit(name="aicpu", label="AI CPU", core="AI CPU core")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Units:
+        seen: dict[str, str] = {}
+        for role in ROLES:
+            name = getattr(self, role).name
+            if name in seen:
+                raise ValueError(f"field 'units.{role}.name': {name!r} already names units.{seen[name]}")
+            if name in ROLES and name != role:   # 'vector' naming the matrix unit would read as the other role
+                raise ValueError(f"field 'units.{role}.name': {name!r} is the name of another role")
+            seen[name] = role
+        return self
+
+    def names(self) -> dict[str, str]:
+        """Role -> the unit's name."""
+        return {role: getattr(self, role).name for role in ROLES}
+
+
 Fraction = Annotated[float, Field(gt=0, le=1, strict=True, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
 
@@ -118,6 +163,7 @@ class DeviceProfile(BaseModel):
     copy_bandwidth_gbps: CopyBandwidth
     kernels: KernelModel | None = Field(None, description="Achieved rates and L2; none: every kernel at peak "
                                                           "rate, all bytes from HBM (a plain roofline).")
+    units: Units = Field(Units(), description="The compute units' own names by role; left out: Ascend's.")
     sources: dict[str, str] = Field(
         description="Dotted numeric field -> where its number comes from."
     )
@@ -160,6 +206,22 @@ class DeviceProfile(BaseModel):
         if unit == "aicpu":
             return self.aicpu_cores
         return self.vector_cores if unit == "vector" and not self.coupled else self.ai_cores
+
+    def unit_name(self, role: str) -> str:
+        """The profile's name of the unit that runs kernels of ``role`` (a role it lacks: the role)."""
+        unit = getattr(self.units, role, None) if role in ROLES else None
+        return unit.name if unit is not None else role
+
+    def describe_units(self) -> list[dict[str, Any]]:
+        """Each unit with its role, names, core count and peak per dtype (TFLOPS; the scalar
+        unit's per core in GFLOP/s): what ``graphexec devices`` and reports show."""
+        out = []
+        for role in ROLES:
+            unit = getattr(self.units, role)
+            peak = (dict(getattr(self.peak_tflops, role)) if role != "aicpu"
+                    else {"gflops_per_core": self.aicpu_gflops_per_core})
+            out.append({"role": role, **unit.model_dump(), "cores": self.unit_cores(role), "peak": peak})
+        return out
 
     @property
     def hbm_bytes_per_us(self) -> float:

@@ -1,0 +1,87 @@
+"""A device profile names its compute units as data (``units:``): a run reports them under
+those names, a profile with names of its own runs, and a bad declaration fails on one line."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+from profiling_graphs import big_matmuls
+
+import graphexec as gx
+from graphexec.errors import DeviceError
+from graphexec.profiling.console import profile_lines
+from graphexec.runtime.profiles import load_profile
+
+DATA = resources.files("graphexec.runtime") / "profile_data"
+
+
+def _yaml(name: str = "ascend910") -> dict:
+    return yaml.safe_load((DATA / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def _stats(device: object) -> gx.Stats:
+    return gx.Session(big_matmuls(n=2, size=256), streams=2, device=device).simulate().stats
+
+
+def test_gpu_run_names_its_own_units():
+    stats = _stats("nvidia-a100")
+    assert stats.units == {"tensor_core": stats.cube_utilization, "cuda_core": stats.vector_utilization}
+    assert stats.cube_utilization > 0
+    line = profile_lines(stats)[0]
+    assert "tensor_core" in line and "cuda_core" in line and "cube" not in line
+    units = {u["role"]: u for u in load_profile("nvidia-h100").describe_units()}
+    assert (units["cube"]["name"], units["cube"]["core"], units["cube"]["cores"]) == ("tensor_core", "SM", 132)
+    assert units["aicpu"]["name"] == "host_cpu"
+
+
+def test_ascend_keeps_its_names_and_keys():
+    stats = _stats("ascend910")
+    assert stats.units == {"cube": stats.cube_utilization, "vector": stats.vector_utilization}
+    assert "utilization: cube " in profile_lines(stats)[0]
+    assert stats.to_dict()["cube_utilization"] == stats.cube_utilization
+
+
+def test_profile_with_names_of_its_own_runs_at_the_same_times(tmp_path: Path):
+    data = _yaml()
+    data["name"] = "ascend910-renamed"   # its chip still ascend910 (precision defaults go by name)
+    data["units"] = {"cube": {"name": "mxu", "label": "matrix units", "core": "tile"},
+                     "vector": {"name": "vpu", "label": "vector pipes", "core": "tile"},
+                     "aicpu": {"name": "scalar_core", "label": "scalar cores", "core": "core"}}
+    path = tmp_path / "my-npu.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    mine, base = _stats(str(path)), _stats("ascend910")
+    assert list(mine.units) == ["mxu", "vpu"]
+    assert mine.makespan_us == base.makespan_us          # names are names: the times do not move
+    assert list(mine.units.values()) == list(base.units.values())
+    assert load_profile(path).unit_name("aicpu") == "scalar_core"
+
+
+def test_units_left_out_are_ascends(tmp_path: Path):
+    data = _yaml()
+    del data["units"]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert load_profile(path).units.names() == {"cube": "cube", "vector": "vector", "aicpu": "aicpu"}
+
+
+@pytest.mark.parametrize("units, problem", [
+    ({"cube": {"name": "Tensor Core", "label": "x", "core": "SM"}}, "field 'units.cube.name': String should match"),
+    ({"cube": {"name": "vpu", "label": "x", "core": "SM"}, "vector": {"name": "vpu", "label": "y", "core": "SM"}},
+     "field 'units.vector.name': 'vpu' already names units.cube"),
+    ({"cube": {"name": "vector", "label": "x", "core": "SM"}, "vector": {"name": "vpu", "label": "y", "core": "SM"}},
+     "field 'units.cube.name': 'vector' is the name of another role"),
+    ({"tpu": {"name": "mxu", "label": "x", "core": "SM"}}, "field 'units.tpu': unknown field"),
+    ({"cube": {"name": "mxu", "label": "x"}}, "field 'units.cube.core': required but missing"),
+    ({"cube": {"name": "mxu", "label": "", "core": "SM"}}, "field 'units.cube.label'"),
+])
+def test_bad_unit_declaration_is_one_line_naming_the_field(tmp_path: Path, units: dict, problem: str):
+    data = _yaml()
+    data["units"] = units
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(DeviceError) as info:
+        load_profile(path)
+    assert "\n" not in str(info.value) and problem in str(info.value), str(info.value)
