@@ -85,3 +85,34 @@ def test_bad_unit_declaration_is_one_line_naming_the_field(tmp_path: Path, units
     with pytest.raises(DeviceError) as info:
         load_profile(path)
     assert "\n" not in str(info.value) and problem in str(info.value), str(info.value)
+
+
+def test_acl_launch_takes_a_units_name_or_its_role():
+    from acl_helpers import clean_acl
+
+    from graphexec import acl
+
+    clean_acl()
+    acl.init(profile="nvidia-a100")
+    try:
+        acl.set_device(0)
+        s = acl.create_stream()
+        acl.launch_kernel(lambda: None, 4, s, flops=1e9, unit="tensor_core", dtype="float16")
+        acl.launch_kernel(lambda: None, 4, s, flops=1e9, unit="vector")
+        with pytest.raises(gx.GraphExecError, match="tensor_core, cuda_core, host_cpu"):
+            acl.launch_kernel(lambda: None, 4, s, flops=1e9, unit="mxu")
+        acl.synchronize_stream(s)
+        units = [t.unit for t in acl.emulated_device().sim.finished if t.kind == "kernel"]
+        assert units == ["cube", "vector"]
+    finally:
+        clean_acl()
+
+
+def test_report_labels_a_gpus_units(tmp_path: Path):
+    from graphexec.profiling.report_html import render
+    from graphexec.profiling.view_data import load
+
+    graph = big_matmuls(n=2, size=256)
+    gx.Session(graph, device="nvidia-a100").run(gx.default_feeds(graph)).write_profile(tmp_path / "prof")
+    page = render(load(tmp_path / "prof"))
+    assert "tensor cores utilization" in page and "CUDA cores utilization" in page
