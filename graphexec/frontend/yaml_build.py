@@ -17,6 +17,7 @@ from graphexec._files import inside
 from graphexec.frontend.opcheck import make_node
 from graphexec.frontend.options import plain_schedule, settle_options
 from graphexec.frontend.provenance import record
+from graphexec.frontend.yaml_functions import inline_yaml_functions
 from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
 from graphexec.frontend.yaml_source import Path, Problem, Source
 from graphexec.frontend.yaml_tensors import constant, decode_attr, tensor_type
@@ -45,6 +46,7 @@ def build(spec: GraphSpec, out: Collector, base: FsPath) -> tuple[Graph, dict[st
     _tensors(spec, graph, out, base)
     index = _nodes(spec, graph, out)
     _undefined(spec, graph, out)
+    inline_yaml_functions(graph, index, out.add)
     graph.outputs = list(spec.outputs)
     if spec.schedule is not None:
         graph.meta["schedule"] = plain_schedule(spec.schedule)
