@@ -5,8 +5,8 @@ A model's names are the user's input, and a hostile one carries what each medium
 ESC, BEL, CR or a bidi override repaints a terminal or fakes a line (``term``); a cell that
 begins with ``= + - @`` (or TAB/CR) runs as a formula in a spreadsheet (``csv_cell``, as
 OWASP's CSV-injection sheet says: a leading quote, the csv module quoting the rest);
-markup needs escaping in HTML (``html``); JSON must stay standard JSON, ``Infinity`` and
-``NaN`` included (``json_text``).
+markup needs escaping in HTML (``html``), ``$`` in a plot (``plot_text``); JSON must stay
+standard JSON, with no ``Infinity`` or ``NaN`` (``json_text``).
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ def _number(text: str) -> bool:
 def html(text: object) -> str:
     """``text`` for HTML, quotes included (attributes too)."""
     return _html.escape(str(text), quote=True)
+
+
+def plot_text(text: object) -> str:
+    """``text`` for matplotlib: a ``$`` escaped, so that no name is parsed as mathtext (a
+    ``$...$`` stream id or file name made the math parser raise)."""
+    return str(text).replace("$", "\\$")
 
 
 def finite(value: Any) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from graphexec._render import plot_text
+
 COLORS = {"cube": "#1f77b4", "vector": "#2ca02c", "aicpu": "#d62728", "copy": "#9467bd"}
 
 
@@ -24,14 +26,20 @@ def _lanes(trace: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[int,
     names = _names(trace)
     devices = {pid for pid, name in names.items() if name.startswith("device")} or {1}
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("pid") in devices]
-    return events, sorted({(e["pid"], e["tid"]) for e in events})
+    return events, sorted({(e["pid"], e["tid"]) for e in events}, key=_lane_order)
+
+
+def _lane_order(lane: tuple[int, int | str]) -> tuple[int, bool, int, str]:
+    """Streams by number, then any named by text (a trace from elsewhere may name its tids)."""
+    pid, tid = lane
+    return (pid, isinstance(tid, str), tid if isinstance(tid, int) else 0, str(tid))
 
 
 def bars(ax: Any, trace: dict[str, Any], title: str) -> None:
     events, lanes = _lanes(trace)
     for e in events:
         row = lanes.index((e["pid"], e["tid"]))
-        if e["cat"] == "event":
+        if e.get("cat") == "event":
             ax.plot([e["ts"]], [row], marker="v" if e["args"]["kind"] == "wait" else "^", color="black", ms=3)
             continue
         unit = e.get("args", {}).get("unit", "copy")
@@ -39,10 +47,10 @@ def bars(ax: Any, trace: dict[str, Any], title: str) -> None:
                        edgecolor="white", linewidth=0.3)
     cards = len({pid for pid, _ in lanes}) > 1
     names = _names(trace)
-    ax.set_yticks(range(len(lanes)), [f"{_card(p, names.get(p, ''))} stream {t}" if cards else f"stream {t}"
+    ax.set_yticks(range(len(lanes)), [plot_text(f"{_card(p, names.get(p, ''))} stream {t}" if cards else f"stream {t}")
                                       for p, t in lanes])
     ax.invert_yaxis()
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(plot_text(title), fontsize=9, loc="left")
 
 
 def gantt(traces: Sequence[dict[str, Any]], titles: Sequence[str], path: str) -> None:

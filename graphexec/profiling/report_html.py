@@ -71,7 +71,7 @@ def _metrics(stats: dict[str, Any], view: View) -> str:
     for key, label, fmt in METRICS:
         if key in ("cube_utilization", "vector_utilization"):   # the unit as the profile names it
             label = f"{view.unit(key.split('_')[0])['label']} utilization"
-        if key in stats:
+        if stats.get(key) is not None:
             value = fmt.format(int(stats[key]) if fmt == "{:d}" else float(stats[key]))
             cards.append(f'<div class="card">{_e(label)}<b id="metric-{key}">{_e(value)}</b></div>')
     return f'<div class="cards">{"".join(cards)}</div>' if cards else "<p>no stats in this profile</p>"

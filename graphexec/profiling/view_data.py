@@ -18,6 +18,7 @@ from typing import Any
 from graphexec._render import csv_value
 from graphexec.errors import GraphExecError
 from graphexec.profiling.timeline import CORES_COUNTER, HBM_COUNTER, QUEUE_COUNTER
+from graphexec.profiling.view_schema import checked
 
 
 @dataclass(frozen=True)
@@ -95,30 +96,11 @@ def _load_json(path: Path) -> dict[str, Any]:
         raise GraphExecError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
         raise GraphExecError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
+    except RecursionError:
+        raise GraphExecError(f"{path}: not a timeline: its JSON nests deeper than Python's JSON parser goes") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise GraphExecError(f"{path}: not a Chrome trace (no traceEvents list)")
-    why = _malformed(doc)
-    if why:
-        raise GraphExecError(f"{path}: not a graphexec timeline: {why}")
-    return doc
-
-
-def _malformed(doc: dict[str, Any]) -> str:
-    """What the report needs of a timeline and this one lacks ("" when it has it all)."""
-    for i, e in enumerate(doc["traceEvents"]):
-        if not isinstance(e, dict):
-            return f"traceEvents[{i}] is not an object"
-        if e.get("ph") == "X":
-            for key, kind in (("name", str), ("ts", (int, float)), ("dur", (int, float))):
-                if not isinstance(e.get(key), kind) or isinstance(e.get(key), bool):
-                    return f"traceEvents[{i}] (a complete event) has no {key!r} of the right type"
-    other = doc.get("otherData", {})
-    if not isinstance(other, dict):
-        return "otherData is not an object"
-    runs = other.get("runs") or []
-    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("run"), int) for r in runs):
-        return "otherData.runs is not a list of runs, each with its 'run' number"
-    return ""
+    return checked(doc, path)   # every field the report reads, checked once (view_schema.py)
 
 
 def profile_files(path: str | Path) -> list[Path]:
@@ -130,8 +112,12 @@ def profile_files(path: str | Path) -> list[Path]:
 def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The op table: the csv's rows, or the trace's kernels and copies when there is none."""
     if path is not None:
-        with open(path, newline="", encoding="utf-8") as f:
-            return [{k: csv_value(v) if isinstance(v, str) else v for k, v in row.items()} for row in csv.DictReader(f)]
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                return [{k: csv_value(v) if isinstance(v, str) else v for k, v in row.items()}
+                        for row in csv.DictReader(f)]
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise GraphExecError(f"{path}: not an op summary: {e}") from None
     return [{"Op Name": e["name"], "OP Type": e.get("args", {}).get("op", e["cat"]), "Stream ID": e["tid"],
              "Task Start Time(us)": f"{e['ts']:.3f}", "Task Duration(us)": f"{e['dur']:.3f}",
              "Block Dim": e.get("args", {}).get("block_dim", "")}

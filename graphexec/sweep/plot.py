@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from graphexec._render import plot_text
 from graphexec.errors import GraphExecError
 from graphexec.sweep.grid import KEY
 
@@ -34,8 +35,8 @@ def plot_speedups(rows: Sequence[dict[str, Any]], path: str) -> None:
                      for m in models], dtype=float)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(configs) + 3), max(2.5, 0.4 * len(models) + 1.5)))
     im = ax.imshow(grid, aspect="auto", cmap="viridis")
-    ax.set_xticks(range(len(configs)), configs, rotation=70, ha="right", fontsize=7)
-    ax.set_yticks(range(len(models)), models, fontsize=8)
+    ax.set_xticks(range(len(configs)), [plot_text(c) for c in configs], rotation=70, ha="right", fontsize=7)
+    ax.set_yticks(range(len(models)), [plot_text(m) for m in models], fontsize=8)
     if len(models) * len(configs) <= 200:
         for i, line in enumerate(grid):
             for j, v in enumerate(line):

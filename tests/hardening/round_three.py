@@ -6,7 +6,9 @@ returns the command line. The corpus report (conftest.py) counts them per class.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, Callable
 
 import onnx
 from onnx import helper
@@ -57,7 +59,83 @@ NAMES = [
          "{d}/dev" + SPACED + ".yaml: cannot read device profile: No such file or directory"),
 ]
 
-ROUND_THREE: list[Case] = NAMES
+
+
+def _timeline(mutate: Callable[[dict], object] | None = None, text: str | None = None, csv: str | None = None) -> Make:
+    """A small valid --profile folder in d/p (a kernel, a counter, a diagnosis), changed by
+    ``mutate``, or a timeline.json of ``text``; ``graphexec view`` of it."""
+    def make(d: Path) -> list:
+        (d / "p").mkdir()
+        doc = json.loads(json.dumps(TIMELINE))
+        if mutate is not None:
+            mutate(doc)
+        (d / "p" / "timeline.json").write_text(text if text is not None else json.dumps(doc), encoding="utf-8")
+        if csv is not None:
+            (d / "p" / "op_summary.csv").write_text(csv, encoding="utf-8")
+        return ["view", d / "p"]
+    return make
+
+
+def _set(path: str, value: object) -> Callable[[dict], None]:
+    """Set ``doc[a][b]...`` (a dotted path, numbers index lists)."""
+    def mutate(doc: dict) -> None:
+        *head, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+        target: Any = doc
+        for k in head:
+            target = target[k]
+        if value is DELETE:
+            del target[last]
+        else:
+            target[last] = value
+    return mutate
+
+
+DELETE = object()
+TIMELINE = {"traceEvents": [
+    {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "device 0"}},
+    {"ph": "X", "cat": "kernel", "name": "act", "ts": 1.0, "dur": 2.5, "pid": 1, "tid": 0,
+     "args": {"node": "act", "op": "Relu", "unit": "vector"}},
+    {"ph": "C", "cat": "counter", "name": "queued tasks", "ts": 1.0, "pid": 1, "tid": 0, "args": {"tasks": 1.0}}],
+    "otherData": {"model": "m", "device": "ascend910", "device_pid": 1,
+                  "peak": {"ai_cores": 32, "vector_cores": 32, "coupled": True, "hbm_bandwidth_gbps": 1200.0},
+                  "stats": {"makespan_us": 3.5, "max_queue_depth": 1},
+                  "diagnosis": {"reason": "dispatch", "message": "m", "ops": [], "causes": [],
+                                "analyses": {"idle": {"0": {"idle_us": 1.0, "host_wait_us": 0.0,
+                                                            "kernel_wait_us": 0.0, "other_us": 1.0}}}}}}
+NOT_TIMELINE = "{d}/p/timeline.json: not a graphexec timeline: "
+VIEW = [
+    Case("view", "view_missing_pid", _timeline(_set("traceEvents.1.pid", DELETE)),
+         NOT_TIMELINE + "traceEvents[1].pid: Field required"),
+    Case("view", "view_counter_arg_string", _timeline(_set("traceEvents.2.args.tasks", "many")),
+         NOT_TIMELINE + "traceEvents[2].args.tasks: Input should be a valid number, unable to parse string as a number"),
+    Case("view", "view_stat_string", _timeline(_set("otherData.stats.makespan_us", "fast")),
+         NOT_TIMELINE + "otherData.stats.makespan_us: Input should be a valid number, unable to parse string as a "
+         "number"),
+    Case("view", "view_nan_time", _timeline(text=json.dumps(TIMELINE).replace('"ts": 1.0, "dur"', '"ts": NaN, "dur"')),
+         NOT_TIMELINE + "traceEvents[1].ts: Value error, must be a finite number of magnitude at most 1e+15"),
+    Case("view", "view_negative_duration", _timeline(_set("traceEvents.1.dur", -1)),
+         NOT_TIMELINE + "traceEvents[1].dur: Input should be greater than or equal to 0"),
+    Case("view", "view_nested_100000", _timeline(text="[" * 100000 + "]" * 100000),
+         "{d}/p/timeline.json: not a timeline: its JSON nests deeper than Python's JSON parser goes"),
+    Case("view", "view_zero_cores", _timeline(_set("otherData.peak.ai_cores", 0)),
+         NOT_TIMELINE + "otherData.peak.ai_cores: Input should be greater than or equal to 1"),
+    Case("view", "view_other_not_object", _timeline(_set("otherData", [1])),
+         NOT_TIMELINE + "otherData: Input should be a valid dictionary or instance of OtherData"),
+    Case("view", "view_idle_stream_not_a_number", _timeline(_set("otherData.diagnosis.analyses.idle", {"s": {}})),
+         NOT_TIMELINE + "otherData.diagnosis.analyses.idle.s.[key]: String should match pattern '^-?\\d{{1,10}}$'"),
+    Case("view", "view_diagnosis_no_message", _timeline(_set("otherData.diagnosis.message", DELETE)),
+         NOT_TIMELINE + "otherData.diagnosis.message: Field required"),
+    Case("view", "view_wait_without_kind", _timeline(_set("traceEvents.1.cat", "event")),
+         NOT_TIMELINE + "traceEvents[1]: Value error, an event's args.kind must be 'record' or 'wait'"),
+    Case("view", "view_process_name_number", _timeline(_set("traceEvents.0.args.name", 7)),
+         NOT_TIMELINE + "traceEvents[0]: Value error, a process_name event's args.name must be a string"),
+    Case("view", "view_pid_float", _timeline(_set("traceEvents.1.pid", 1.5)),
+         NOT_TIMELINE + "traceEvents[1].pid: Input should be a valid integer, got a number with a fractional part"),
+    Case("view", "view_csv_field_past_limit", _timeline(csv="Op Name,OP Type\n\"" + "a" * 200000 + "\",Relu\n"),
+         "{d}/p/op_summary.csv: not an op summary: field larger than field limit (131072)"),
+]
+
+ROUND_THREE: list[Case] = NAMES + VIEW
 
 
 def hostile_model(folder: Path) -> Path:

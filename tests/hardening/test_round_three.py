@@ -5,11 +5,13 @@ spreadsheet gets."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import pty
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,35 @@ def test_terminal_bytes_on_a_pty_hold_no_control_or_bidi_character_from_a_name(t
         assert not re.search("\r(?![\n\x1b])", text), args   # no CR but a line end's and the bar's own (CR ESC[2K)
         assert not re.search("[\u202a-\u202e\u2066-\u2069]", text)
         assert "\\u202e" in text
+
+
+def test_view_draws_dollar_names_as_text(tmp_path, capsys):
+    """A ``$...$`` stream id, process name and file name reach matplotlib as text, not mathtext."""
+    from hardening.round_three import TIMELINE
+
+    doc = json.loads(json.dumps(TIMELINE))
+    doc["traceEvents"][1]["tid"] = "$\\frac{a}{$"
+    doc["traceEvents"][0]["args"]["name"] = "device $x^$"
+    (tmp_path / "$p$").mkdir()
+    (tmp_path / "$p$" / "timeline.json").write_text(json.dumps(doc))
+    rc, out, err = run_cli(["view", tmp_path / "$p$"], capsys)
+    assert (rc, err) == (0, "")
+    assert "frac{a}" in (tmp_path / "$p$" / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_view_cost_grows_gently_with_streams(tmp_path, capsys):
+    """20,000 streams (one kernel each) give a report in CPU time near 2,000's: the Gantt
+    chart draws the busiest 48 lanes and says so (it drew 20,000: no report in a minute)."""
+    times = {}
+    for n in (2000, 20000):
+        events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "device 0"}}]
+        events += [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": float(i % 100), "dur": 1.0 + i % 7, "pid": 1,
+                    "tid": i, "args": {"op": "Relu", "unit": "vector"}} for i in range(n)]
+        path = tmp_path / f"t{n}.json"
+        path.write_text(json.dumps({"traceEvents": events, "otherData": {"device_pid": 1}}))
+        t0 = time.process_time()
+        assert run_cli(["view", path, "-o", tmp_path / f"r{n}.html"], capsys)[0] == 0
+        times[n] = time.process_time() - t0
+    assert "the 48 busiest of 20000 streams" in (tmp_path / "r20000.html").read_text()
+    assert times[20000] < 3 * times[2000] + 2, times
