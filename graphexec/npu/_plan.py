@@ -25,6 +25,7 @@ from graphexec.frontend.builder import GraphBuilder
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.npu._tensor import Tensor
 from graphexec.passes.lowering import lower
+from graphexec.profiling.summary import tensor_cells
 
 PLAN_CACHE_SIZE = 1024   # plans kept: a model's eager ops have far fewer signatures
 PLANS: OrderedDict[Any, "OpPlan"] = OrderedDict()   # key -> plan, least recently used first
@@ -39,6 +40,7 @@ class OpInfo:
     node: Any = None
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    tensors: tuple[str, str, str, str] = ("", "", "", "")   # msprof's input/output shape and dtype cells
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +188,8 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
         typed.append((o.name, t.dtype, tuple(d for d in t.shape or () if isinstance(d, int))))
     tasks, runners = lower(graph)
     consts = tuple((n, v.const) for n, v in graph.values.items() if v.const is not None)
-    info = OpInfo(op, None, tuple(names), tuple(n for n, _, _ in typed))
+    info = OpInfo(op, None, tuple(names), tuple(n for n, _, _ in typed),
+                  (*tensor_cells(graph, names), *tensor_cells(graph, [n for n, _, _ in typed])))
     if not tasks.tasks:   # a pure view (Reshape, Squeeze, ...): graph mode launches nothing either
         return OpPlan(op, tuple(names), consts, tuple(typed), None, "", 0.0, 0.0, 1, "", True, info)
     task = tasks.tasks[0]

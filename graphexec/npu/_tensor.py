@@ -9,7 +9,7 @@ values (``.cpu()``, ``.numpy()``, ``.item()``) waits for the copy that fetches t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from graphexec.runtime.stream import Stream as RtStream
 RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported (it imports this module)
 BINARY: list[Any] = []   # ops.binary: run_op for the operators' common cases
 _NO_ATTRS: dict[str, Any] = {}
+# called with (card, ptr, +bytes) after each block is taken and (card, ptr, -bytes) after it
+# is given back: the profiler's memory record (npu/profiler.py), while one is collecting
+MEMORY_HOOKS: list[Callable[[Card, int, int], None]] = []
 
 
 class device:
@@ -63,6 +66,9 @@ class Storage:
             data = card.segments[base] = card.device.memory.segment(base)[0].data
         self.data = data
         self.offset = ptr - base
+        if MEMORY_HOOKS:   # the profiler's memory record (profile_memory=True)
+            for hook in MEMORY_HOOKS:
+                hook(card, ptr, nbytes)
 
     def view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """The block's first bytes as an array of ``dtype`` and ``shape``."""
@@ -71,6 +77,9 @@ class Storage:
     def __del__(self) -> None:
         if self.card.alive:
             self.card.allocator.free(self.ptr)
+            if MEMORY_HOOKS:
+                for hook in MEMORY_HOOKS:
+                    hook(self.card, self.ptr, -self.nbytes)
 
 
 class Tensor:

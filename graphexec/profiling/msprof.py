@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphexec._files import folder_mode
-from graphexec.profiling.steps import place, span_us, starts, step_events, step_ids
+from graphexec.profiling.steps import place, span_us, starts, step_events, step_ids, window_step_events
 from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
 from graphexec.profiling.timeline import timeline
 from graphexec.profiling.trace import DISTRIBUTED, record_trace
@@ -51,7 +51,9 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
     ids = step_ids(extras)
     spans = [span_us(doc["traceEvents"]) for doc in docs]
     clocks = [getattr(run, "clock", None) for run in runs]
-    begins = starts(spans, ids, clocks)
+    windows = [extra.get("window") for extra in extras]
+    fixed = bool(windows) and all(w is not None for w in windows)   # eager steps: each on its own clock
+    begins = [0.0] * len(runs) if fixed else starts(spans, ids, clocks)
     events: list[dict[str, Any]] = []
     named: set[tuple[Any, ...]] = set()
     others = []
@@ -59,7 +61,10 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
         events += place(doc["traceEvents"], k, run.device_id, ids[k], begins[k], named)
         others.append({**doc["otherData"], "run": k, "device_id": run.device_id, "step": ids[k],
                        "start_us": begins[k], "device_pid": 2 * run.device_id + 1})
-    events += step_events([r.device_id for r in runs], ids, begins, spans, clocks)
+    if fixed:
+        events += window_step_events([r.device_id for r in runs], ids, windows)   # type: ignore[arg-type]
+    else:
+        events += step_events([r.device_id for r in runs], ids, begins, spans, clocks)
     first = others[0] if others else {}
     return {"traceEvents": events, "displayTimeUnit": "ns", "distributedInfo": DISTRIBUTED,
             "otherData": {**first, "runs": others}}

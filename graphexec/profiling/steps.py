@@ -22,12 +22,31 @@ STEP_TID = 1 << 20   # the host process's track of step slices, below every stre
 
 
 def step_ids(extras: Sequence[dict[str, Any]]) -> list[int]:
-    """Run k -> its step (from 1): a new step per result; a result's other cards share it."""
+    """Run k -> its step (from 1): a new step per result; a result's other cards share it;
+    a run whose extra names its ``step`` (the torch-style profiler's ``prof.step()``) that one."""
     ids: list[int] = []
     for k, extra in enumerate(extras):
         group = extra.get("group", k)
-        ids.append(ids[group] if group != k and group < len(ids) else (max(ids, default=0) + 1))
+        if "step" in extra:
+            ids.append(int(extra["step"]))
+        else:
+            ids.append(ids[group] if group != k and group < len(ids) else (max(ids, default=0) + 1))
     return ids
+
+
+def window_step_events(device_ids: Sequence[int], steps: Sequence[int],
+                       windows: Sequence[tuple[float, float]]) -> list[dict[str, Any]]:
+    """``ProfilerStep#s`` slices of runs laid on their device's own clock (eager steps: each
+    run's ``window`` is the host's (start, end) of its step, events keep their times)."""
+    out: list[dict[str, Any]] = []
+    named: set[int] = set()
+    for d, s, (lo, hi) in sorted(set(zip(device_ids, steps, (tuple(w) for w in windows)))):
+        if d not in named:
+            named.add(d)
+            out.append({"ph": "M", "name": "thread_name", "pid": 2 * d, "tid": STEP_TID, "args": {"name": "steps"}})
+        out.append({"ph": "X", "cat": "step", "name": f"ProfilerStep#{s}", "ts": lo, "dur": max(0.0, hi - lo),
+                    "pid": 2 * d, "tid": STEP_TID, "args": {"step": s}})
+    return out
 
 
 def span_us(events: Sequence[dict[str, Any]]) -> float:

@@ -59,7 +59,7 @@ def _onnx_dtype(dtype: Any) -> str:
         return str(dtype).upper()
 
 
-def _tensors(graph: Any, names: Iterable[str]) -> tuple[str, str]:
+def tensor_cells(graph: Any, names: Iterable[str]) -> tuple[str, str]:
     """msprof's shape and dtype cells: one entry per tensor, ``;`` between tensors."""
     shapes, dtypes = [], []
     for name in names:
@@ -74,8 +74,12 @@ def _tensors(graph: Any, names: Iterable[str]) -> tuple[str, str]:
 def _row(t: Any, wait: float, graph: Any, profile: Any, runners: Any) -> dict[str, Any]:
     task = t.meta.get("task")
     node = getattr(task, "node", None)
-    ins, in_types = _tensors(graph, node.inputs if node is not None else [])
-    outs, out_types = _tensors(graph, node.outputs if node is not None else [])
+    cells = getattr(task, "tensors", None)
+    if node is None and cells:   # an eager op's, worked out once when its plan was made
+        ins, in_types, outs, out_types = cells
+    else:
+        ins, in_types = tensor_cells(graph, node.inputs if node is not None else [])
+        outs, out_types = tensor_cells(graph, node.outputs if node is not None else [])
     op = getattr(task, "op", "") or t.meta.get("op", "") or ("MemcpyAsync" if t.kind == "memcpy" else t.name)
     return {"Op Name": t.name, "OP Type": op,
             "Task Type": task_type(t, profile), "Stream ID": t.stream.id, "Task Start Time(us)": t.start_t,

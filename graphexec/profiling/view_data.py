@@ -1,8 +1,9 @@
 """What ``graphexec view`` reads: a profile on disk, turned back into one run's numbers.
 
-It accepts what graphexec writes: a ``PROF_*`` folder from the environment switch (or the
-folder holding them: the newest is taken), a ``--profile`` folder (``timeline.json`` and
-``op_summary.csv``), or a ``timeline.json`` alone. Everything the report needs comes from
+It accepts what graphexec writes: a ``PROF_*`` folder from the environment switch or a
+``*_ascend_pt`` folder from the torch-style profiler (or the folder holding them: the
+newest is taken), a ``--profile`` folder (``timeline.json`` and ``op_summary.csv``), or a
+``timeline.json`` alone. Everything the report needs comes from
 the files (the timeline's counters, its ``otherData`` with the stats and the diagnosis,
 the op table), so a report can be made where the run is gone.
 """
@@ -73,6 +74,9 @@ def _files(path: Path) -> tuple[Path, Path | None]:
         return path, None
     if not path.is_dir():
         raise GraphExecError(f"{path}: no such file or folder")
+    ascend = path / "ASCEND_PROFILER_OUTPUT" if path.name != "ASCEND_PROFILER_OUTPUT" else path
+    if (ascend / "trace_view.json").is_file():   # torch_npu's layout: the op table comes from the trace
+        return ascend / "trace_view.json", None
     out = path / "mindstudio_profiler_output"
     if out.is_dir():
         tl = sorted(out.glob("msprof_*.json"))
@@ -83,10 +87,12 @@ def _files(path: Path) -> tuple[Path, Path | None]:
     if (path / "timeline.json").is_file():
         ops_file = path / "op_summary.csv"
         return path / "timeline.json", ops_file if ops_file.is_file() else None
-    profs = sorted((p for p in path.glob("PROF_*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    profs = sorted((p for p in [*path.glob("PROF_*"), *path.glob("*_ascend_pt")] if p.is_dir()),
+                   key=lambda p: p.stat().st_mtime)
     if profs:
         return _files(profs[-1])
-    raise GraphExecError(f"{path}: not a profile (no timeline.json, no mindstudio_profiler_output, no PROF_* folder)")
+    raise GraphExecError(f"{path}: not a profile (no timeline.json, no mindstudio_profiler_output, no PROF_* or "
+                         "*_ascend_pt folder)")
 
 
 def _load_json(path: Path) -> dict[str, Any]:
