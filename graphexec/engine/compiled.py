@@ -281,8 +281,7 @@ class Compiled:
         ctx.events = {i: dev.create_event() for i in range(self.schedule.num_event_ids)}
         recorded = replayed = None
         try:
-            for name, value in feeds.items():
-                self._feed(ctx, name, value, compute)
+            io.feed_all(dev, ctx, feeds, compute)
             if self.controls:   # the timeline depends on values (a condition, a trip count): compute as it runs
                 ctx.inline = True
                 self._simulate(ctx)
@@ -299,8 +298,7 @@ class Compiled:
                     self._replay(ctx, tape, workers)
                 else:
                     tape.restore(dev)
-            outputs = {name: io.keep(dev, ctx, name) if name in keep else self._fetch(ctx, name, compute)
-                       for name in self.graph.outputs}
+            outputs = io.fetch_all(dev, ctx, self.graph.outputs, keep, compute)
             if not compute:
                 outputs = {}
         finally:

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from graphexec import _switch
 from graphexec.engine.device_tensor import DeviceTensor, check_on
 from graphexec.engine.executor import ExecContext
+from graphexec.runtime.copies import host_copies
 
 
 def _nothing() -> None:
@@ -55,3 +57,40 @@ def keep(device: Any, ctx: ExecContext, name: str) -> Any:
     if not isinstance(value, np.ndarray):
         return value
     return DeviceTensor(device, value, name)
+
+
+def feed_all(device: Any, ctx: ExecContext, feeds: dict[str, Any], compute: bool = True) -> None:
+    """Every feed into its input's bytes: arrays that fit their planned views exactly as one
+    batch of host copies (``runtime/copies.py``) where the fast paths are on; else, or with
+    anything else among them, each as ``feed`` copies it (the plain reference)."""
+    pairs = _pairs(ctx, feeds) if compute and _switch.FAST else None
+    if pairs is not None:
+        host_copies(device, "h2d", pairs)
+        return
+    for name, value in feeds.items():
+        feed(device, ctx, name, value, compute)
+
+
+def _pairs(ctx: ExecContext, feeds: dict[str, Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """(planned view, array) per feed; None unless each is an array of its view's shape and dtype."""
+    views, where, pairs = ctx.views, ctx.where, []
+    for name, value in feeds.items():
+        view = views.get(name) if name in where else None
+        if type(value) is not np.ndarray or view is None or view.shape != value.shape or view.dtype != value.dtype:
+            return None
+        pairs.append((view, value))
+    return pairs
+
+
+def fetch_all(device: Any, ctx: ExecContext, names: list[str], kept: frozenset[str] = frozenset(),
+              compute: bool = True) -> dict[str, Any]:
+    """Every output ``names``: arrays as one batch of host copies where the fast paths are on
+    and nothing is kept on the device; else each as ``fetch``/``keep`` gives it."""
+    if compute and not kept and _switch.FAST:
+        values = [ctx.read(name) for name in names]
+        if all(type(v) is np.ndarray for v in values):
+            outs = [np.empty(v.shape, v.dtype) for v in values]
+            host_copies(device, "d2h", list(zip(outs, values)))
+            return dict(zip(names, outs))
+    return {name: keep(device, ctx, name) if name in kept else fetch(device, ctx, name, compute) for name in names}
+
