@@ -13,7 +13,9 @@ event insertion (passes/events.py) then turns it into a Schedule. The policies:
 
 from __future__ import annotations
 
-from typing import Callable
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import networkx as nx
 
@@ -119,7 +121,8 @@ def chain_cover(tasks: TaskGraph) -> list[list[int]]:
     bip.add_nodes_from(left, bipartite=0)
     bip.add_nodes_from((~n for n in left), bipartite=1)
     bip.add_edges_from(sorted((u, ~v) for u, v in dag.edges))
-    matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=left)
+    with _recursion_for(len(left)):   # networkx's augmenting-path search recurses once per task on a path
+        matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=left)
     nxt = {u: ~v for u, v in matching.items() if u >= 0}
     has_prev = set(nxt.values())
     chains = []
@@ -132,6 +135,20 @@ def chain_cover(tasks: TaskGraph) -> list[list[int]]:
             chain.append(cur)
         chains.append(chain)
     return chains
+
+
+@contextmanager
+def _recursion_for(depth: int) -> Iterator[None]:
+    """Python's recursion limit raised to ``depth`` frames more than it is, for the block:
+    Hopcroft-Karp's search in networkx is recursive, as deep as the longest augmenting path
+    (a 12,500-node layered graph on 4 streams hit the default 1,000). Python-to-Python calls
+    do not grow the C stack (3.11+), so the deeper limit is safe for it."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, before + depth))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
 
 
 def chains(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:

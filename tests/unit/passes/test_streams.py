@@ -126,3 +126,28 @@ def test_hand_written_schedule_and_options_are_honoured():
     assert [t.kind.name for t in sched.streams[1]].index("EVENT_WAIT") == 3  # after main_fc2, before post_proj
     assert session.profile.name == "ascend910"
     assert gx.Session(gx.load(path), streams=1).compile(None).schedule.policy == "single"
+
+
+
+def test_chain_cover_gives_networkx_a_frame_per_task(monkeypatch):
+    """networkx's Hopcroft-Karp recurses once per task on an augmenting path: the 12,500-node
+    layered graph of benchmarks/compile_scale.py on 4 streams went past Python's default limit
+    of 1,000 (RecursionError in the streams pass). chain_cover raises the limit by its task
+    count around the call, and puts it back."""
+    import sys
+
+    import networkx as nx
+
+    compiled = gx.Session(random_dag(np.random.default_rng(0), 30)).compile(None)
+    seen = []
+    matching = nx.bipartite.hopcroft_karp_matching
+
+    def spy(*args, **kw):
+        seen.append(sys.getrecursionlimit())
+        return matching(*args, **kw)
+
+    before = sys.getrecursionlimit()
+    want = chain_cover(compiled.tasks)
+    monkeypatch.setattr(nx.bipartite, "hopcroft_karp_matching", spy)
+    assert chain_cover(compiled.tasks) == want
+    assert seen == [before + len(compiled.tasks.tasks)] and sys.getrecursionlimit() == before
