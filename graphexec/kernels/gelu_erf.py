@@ -11,6 +11,12 @@ rounded straight into the output (128x1536: about 3.5x faster; 32x1536 is unchan
 through the very same float64 operations in the same order (numpy's elementwise loops,
 exp included, compute an element the same wherever it sits in an array), so the result is
 bit-identical; tests compare the two with ``np.array_equal``.
+
+That float64 path is the plain one (``GRAPHEXEC_PLAIN``). A float32 result is computed by the
+same formula in float32 (``_piece32``): 3x faster (MiniLM's 32x1536 BiasGelu 794 -> 263 us),
+within 7 float32 ulps of the float64 path over [-12, 12] measured against |y| + 2**-10 of the
+largest |y| (the golden tolerance for elementwise ops is 16), and the negative tail keeps its
+relative accuracy (see ``_piece32``), which a 1 + erf form loses.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import math
 
 import numpy as np
 
+from graphexec import _switch
 from graphexec.kernels import scratch
 
 BLOCK = 16384   # float64 elements per piece of a big tensor: five 128 KiB temporaries stay in L2
@@ -92,6 +99,49 @@ def _piece(x: np.ndarray, out: np.ndarray, tmp: list[np.ndarray]) -> None:
     np.copyto(out, p, casting="same_kind")   # one rounding, as astype(out.dtype)
 
 
+_F32 = np.dtype(np.float32)
+_ERFC32 = tuple(np.float32(c) for c in _ERFC)
+_HALF32, _ONE32, _ROOT32 = np.float32(0.5), np.float32(1.0), np.float32(1 / math.sqrt(2))
+_CAP32, _HIGH_BITS = np.float32(16.0), np.int32(~0xFFF)
+
+
+def _piece32(x: np.ndarray, out: np.ndarray, tmp: list[np.ndarray]) -> None:
+    """``_piece``'s formula in float32, for a float32 piece into a float32 ``out``. Its
+    exp(poly(t) - a**2), a = |x|/sqrt2, is exp(-h**2/2) * exp(poly(t) - (|x| - h)(|x| + h)/2),
+    h being |x| with the low 12 bits of its mantissa cleared: h**2/2 is exact and the second
+    exponent is small, so the tail keeps float32's relative accuracy (exp of a**2 rounded in
+    float32 is off by up to 1e-5 at x = -11.5). |x| is capped at 16 there (erfc underflows)."""
+    n = x.shape[0]
+    a, t, p, s, h = (b[:n] for b in tmp[:5])
+    np.abs(x, out=h)
+    np.multiply(h, _ROOT32, out=a)
+    np.multiply(a, _HALF32, out=t)
+    t += _ONE32
+    np.reciprocal(t, out=t)
+    np.multiply(t, _ERFC32[0], out=p)
+    p += _ERFC32[1]
+    for c in _ERFC32[2:]:
+        p *= t
+        p += c
+    np.minimum(h, _CAP32, out=a)                    # |x|, capped
+    np.bitwise_and(a.view(np.int32), _HIGH_BITS, out=h.view(np.int32))
+    np.subtract(a, h, out=s)
+    a += h
+    s *= a
+    s *= _HALF32                # (x**2 - h**2) / 2, small
+    p -= s
+    np.exp(p, out=p)
+    np.multiply(h, h, out=s)
+    s *= -_HALF32               # -h**2 / 2, exact
+    np.exp(s, out=s)
+    p *= s
+    p *= t
+    p *= -_HALF32
+    p += np.greater(x, 0, out=a)
+    np.abs(p, out=p)
+    np.multiply(p, x, out=out)
+
+
 def gelu_erf(x: np.ndarray, dtype: np.dtype, bias: np.ndarray | None = None) -> np.ndarray:
     """Gelu(x + bias) as ``gelu_erf_whole(x + bias).astype(dtype)``, for float16/float32
     ``x`` (``bias``: 1-D, one value per last-axis element, of x's dtype, added in that
@@ -106,15 +156,18 @@ def gelu_erf(x: np.ndarray, dtype: np.dtype, bias: np.ndarray | None = None) -> 
     block = n if n <= WHOLE else BLOCK
     rows = max(1, min(xf.shape[0], block // width))
     step = min(width, block)   # a row longer than a piece goes in pieces (no bias only)
-    tmp = list(scratch.buffer("gelu.erf", (5, max(min(n, block), rows * width if bias is not None else 0)),
-                              np.float64))
+    fast = _switch.FAST and x.dtype == _F32 and dtype == _F32
+    piece = _piece32 if fast else _piece
+    tmp = list(scratch.buffer("gelu.erf32" if fast else "gelu.erf",
+                              (5, max(min(n, block), rows * width if bias is not None else 0)),
+                              _F32 if fast else np.float64))
     summed = np.empty((rows, width) if bias is not None else (0, 0), x.dtype)   # x + bias, a piece at a time
     for r0 in range(0, xf.shape[0], rows):
         r1 = min(xf.shape[0], r0 + rows)
         if bias is None:
             for c0 in range(0, width, step):
-                _piece(xf[r0, c0:c0 + step], of[r0, c0:c0 + step], tmp)
+                piece(xf[r0, c0:c0 + step], of[r0, c0:c0 + step], tmp)
             continue
         xs = np.add(xf[r0:r1], bias, out=summed[:r1 - r0])
-        _piece(xs.reshape(-1), of[r0:r1].reshape(-1), tmp)
+        piece(xs.reshape(-1), of[r0:r1].reshape(-1), tmp)
     return out

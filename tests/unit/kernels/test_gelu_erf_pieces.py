@@ -1,6 +1,7 @@
 """The exact Gelu in cache-sized pieces (``gelu_erf``) against the whole-tensor formula it
-replaces, bit for bit: onnx Gelu-20, com.microsoft Gelu, BiasGelu and BiasSplitGelu, on
-random inputs with their edge values and on the shapes the real models feed."""
+replaces, bit for bit on the plain path (float64 math): onnx Gelu-20, com.microsoft Gelu,
+BiasGelu and BiasSplitGelu, on random inputs with their edge values and on the shapes the
+real models feed; the float32 fast path within the golden tolerance of the plain one."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from graphexec import _switch
 from graphexec.kernels import contrib_act, gelu_erf, nn
 from graphexec.kernels.registry import OpContext
 
@@ -67,7 +69,7 @@ SHAPES = [(), (1,), (7,), (3, 5), (1, 32, 1536), (1, 128, 1536), (2, 64, 3072), 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_pieces_give_the_whole_formulas_bits(shape, dtype):
     x = _edgy(shape, dtype)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _switch.plain():
         want = _old_gelu64(x.reshape(-1)).astype(dtype).reshape(shape)
         got = gelu_erf.gelu_erf(x, np.dtype(dtype))
         assert _same(got, want)
@@ -82,7 +84,7 @@ def test_com_microsoft_gelu_and_bias_gelu_keep_their_bits(shape, dtype):
     x, b = _edgy(shape, dtype), _edgy(shape[-1:], dtype)
     x0, b0 = x.copy(), b.copy()
     ctx = OpContext("BiasGelu", {}, 1)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _switch.plain():
         xw, bw = x.astype(np.float32), b.astype(np.float32)   # float16 is computed in float32
         want_bias = _old_gelu64(xw + bw).astype(np.float32).astype(dtype)
         want = _old_gelu64(xw).astype(np.float32).astype(dtype)
@@ -94,7 +96,7 @@ def test_com_microsoft_gelu_and_bias_gelu_keep_their_bits(shape, dtype):
 def test_bias_split_gelu_keeps_its_bits():
     x, b = _edgy((2, 16, 1280), np.float32), _edgy((1280,), np.float32)
     ctx = OpContext("BiasSplitGelu", {}, 1)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _switch.plain():
         h = x + b
         want = h[..., :640] * _old_gelu64(np.ascontiguousarray(h[..., 640:])).astype(np.float32)
         assert _same(contrib_act.bias_split_gelu(ctx, x, b), want.astype(np.float32))
@@ -106,3 +108,25 @@ def test_float64_stays_on_math_erfc():
     want = 0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2))
     assert _same(contrib_act.gelu(ctx, x), want)
     assert _same(nn.gelu(OpContext("Gelu", {}, 20), x), want)
+
+
+@pytest.mark.parametrize("shape", [(1, 32, 1536), (5, gelu_erf.BLOCK + 3), (gelu_erf.WHOLE + 1,), (3, 5)])
+def test_float32_fast_path_is_within_the_elementwise_tolerance(shape):
+    """float32 math (``_piece32``) against the float64 plain path: the golden comparison's
+    elementwise rule (16 ulps of |y| + 2**-10 of the largest |y|), NaN and infinities where
+    the plain path has them; also on a dense grid of [-12, 12], tails included."""
+    for x in (_edgy(shape, np.float32), np.linspace(-12, 12, 200_001, dtype=np.float32)):
+        b = _edgy(x.shape[-1:], np.float32)
+        with np.errstate(all="ignore"):
+            got = [gelu_erf.gelu_erf(x, np.dtype(np.float32)),
+                   contrib_act.bias_gelu(OpContext("BiasGelu", {}, 1), x, b)]
+            with _switch.plain():
+                want = [gelu_erf.gelu_erf(x, np.dtype(np.float32)),
+                        contrib_act.bias_gelu(OpContext("BiasGelu", {}, 1), x, b)]
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype == np.float32 and g.shape == w.shape
+            fin = np.isfinite(w)
+            assert np.array_equal(g[~fin], w[~fin], equal_nan=True)
+            g64, w64 = g[fin].astype(np.float64), w[fin].astype(np.float64)
+            scale = np.abs(w64) + np.abs(w64).max(initial=0) / 1024
+            assert (np.abs(g64 - w64) <= 16 * np.finfo(np.float32).eps * scale + np.finfo(np.float32).tiny).all()
