@@ -9,6 +9,7 @@ Example:
 
 from graphexec import sweep  # the package, which called is graphexec.sweep.run.sweep
 from graphexec.api import Comparison, Session, compare
+from graphexec.api.inspect import Inspection, TensorInfo, inspect
 from graphexec.engine.device_tensor import DeviceTensor
 from graphexec.engine.feeds import default_feeds
 from graphexec.engine.result import Result, Stats
@@ -32,8 +33,9 @@ from graphexec.profiling.env import from_environment as _profiling_from_environm
 
 __all__ = [
     "AclError", "Comparison", "DeviceError", "DeviceTensor", "FeedError", "Graph", "GraphBuilder", "GraphError",
-    "GraphExecError", "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result", "Session", "Stats",
-    "UnsupportedOpError", "compare", "default_feeds", "kernel", "load", "sweep",
+    "GraphExecError", "Inspection", "KernelError", "ModelLoadError", "OutOfMemoryError", "PassError", "Result",
+    "Session", "Stats", "TensorInfo", "UnsupportedOpError", "compare", "default_feeds", "inspect", "kernel", "load",
+    "sweep",
 ]
 __version__ = "0.1.0"
 _profiling_from_environment()   # ASCEND_PROFILING_ENABLED=1: every run of the program is profiled

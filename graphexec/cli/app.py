@@ -22,6 +22,9 @@ from graphexec.cli import calibrate as cli_calibrate
 from graphexec.cli import decode as cli_decode
 from graphexec.cli import devices as cli_devices
 from graphexec.cli import files as cli_files
+from graphexec.cli import graph_cmds as cli_graph
+from graphexec.cli import inspect_cmd as cli_inspect
+from graphexec.cli import made as cli_made
 from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
 from graphexec.cli.args import UsageError
@@ -71,8 +74,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                          measured=args.measured)
     if args.timing_only and args.save:
         raise UsageError("--save: a --timing-only run computes no outputs to save")
-    feeds = _feeds_for(graph, args, session.profile)
-    with Progress(3 + bool(args.profile)) as bar:   # drawn on stderr only when it is a terminal
+    shapes = cli_args.shapes(args.shape)
+    made = [n for n in graph.inputs if n not in cli_args.pairs(args.input, "--input")]
+    with cli_made.hinted(graph, made, shapes):
+        feeds = _feeds_for(graph, args, session.profile)
+    with Progress(3 + bool(args.profile)) as bar, cli_made.hinted(graph, made, shapes):   # the bar: a terminal only
         bar.update(0, "compiling")
         session.compile(feeds)
         bar.update(1, "running")
@@ -88,10 +94,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_one(args.trace, lambda tmp: tmp.write_text(json.dumps(result.trace)))
     if args.json:
         print(json_text({"model": str(args.model), "device": session.profile.name,
+                         "inputs": {k: _describe(v) | {"made": k in made} for k, v in feeds.items()},
                          "outputs": {k: _describe(v) for k, v in result.outputs.items()},
                          "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
     else:
-        _print_summary(args.model, session, result)
+        _print_summary(args.model, session, result, cli_made.input_lines(graph, feeds, made))
         if args.measured and session.multi is None:
             from graphexec.passes.measured import coverage
 
@@ -127,9 +134,10 @@ def _describe(v: Any) -> dict[str, Any]:
             "head": np.asarray(v).reshape(-1)[:5].tolist() if v.dtype != object else []}
 
 
-def _print_summary(model: str, session: gx.Session, result: gx.Result) -> None:
+def _print_summary(model: str, session: gx.Session, result: gx.Result, inputs: list[str]) -> None:
     s = result.stats
     print(f"{term(model)} on {term(session.profile.name)}, {s.num_streams} stream(s)")
+    print("\n".join(inputs))
     for name, value in result.outputs.items():
         print(f"  output {term(name)}: {summarize(value)}")
     print(f"  simulated device time {s.makespan_us:,.1f} us (lower bound {s.lower_bound_us:,.1f} us)")
@@ -221,56 +229,6 @@ def load_kernels(paths: Sequence[str] | None) -> None:
             raise UsageError(f"--kernels {path}: {type(e).__name__}: {e}") from None
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    from graphexec.frontend.yaml import check_yaml
-
-    if not args.graph.endswith((".yaml", ".yml")):
-        graph = gx.load(args.graph)
-    else:
-        checked, problems = check_yaml(args.graph)
-        for problem in problems:
-            print(term(problem), file=sys.stderr)
-        if problems or checked is None:
-            return 2
-        graph = checked
-    streams = len(graph.meta["schedule"]["streams"]) if "schedule" in graph.meta else 0
-    print(f"{term(args.graph)}: ok, {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs"
-          + (f", a schedule on {streams} streams" if streams else ""))
-    return 0
-
-
-def cmd_convert(args: argparse.Namespace) -> int:
-    from graphexec.frontend.convert import save
-
-    written = save(gx.load(args.input), args.output)
-    print("wrote " + " and ".join(map(term, written)))
-    return 0
-
-
-def cmd_devices(args: argparse.Namespace) -> int:
-    from graphexec.runtime.profiles import builtin_profiles
-    from graphexec.runtime.provenance import note, provenance
-    from graphexec.runtime.systems import builtin_systems, load_system
-
-    profiles = builtin_profiles()
-    systems = [load_system(name) for name in builtin_systems()]
-    if args.json:
-        print(json_text({"devices": [{**p.model_dump(), "calibration": provenance(p.sources)}
-                                      for p in profiles.values()],
-                          "systems": [{**s.model_dump(mode="json"), "calibration": provenance(s.sources)}
-                                      for s in systems]}, indent=2))
-        return 0
-    for p in profiles.values():
-        cube = p.units.cube   # the units as the profile names them (an SM, tensor cores on a GPU)
-        print(f"{p.name:12s} {p.ai_cores:3d} x {cube.core} ({'coupled' if p.coupled else 'separated'}), "
-              f"{p.peak_tflops.cube['float16']:g} TFLOPS fp16 {cube.label}, {p.hbm_bandwidth_gbps:g} GB/s, "
-              f"{p.hbm_capacity_bytes / 2**30:g} GiB — {p.description}\n{'':13s}{note(p.sources)}")
-    print("\nsystems:")
-    for s in systems:
-        print(s.describe() + f"\n  {note(s.sources)}")
-    return 0
-
-
 POLICY_CHOICES = ["single", "ge", "chains", "list", "auto"]
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 TIMING_HELP = "simulate only: the same times, trace and diagnosis, no kernel computed (no outputs)"
@@ -354,18 +312,8 @@ def parser() -> argparse.ArgumentParser:
     _model_options(plan, json_flag=False)
     cli_devices.spread_options(plan)
     plan.set_defaults(fn=cmd_plan)
-    val = sub.add_parser("validate", help="check a YAML graph and list every problem, one per line")
-    val.add_argument("graph", help="a .yaml/.yml graph (or any model gx.load reads)")
-    val.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
-    val.set_defaults(fn=cmd_validate)
-    conv = sub.add_parser("convert", help="write a graph as YAML (+ .npz for big constants) or ONNX")
-    conv.add_argument("input", help="a .onnx or .yaml/.yml graph")
-    conv.add_argument("output", help="OUT.yaml, OUT.yml or OUT.onnx")
-    conv.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
-    conv.set_defaults(fn=cmd_convert)
-    dev = sub.add_parser("devices", help="list the built-in device profiles and systems")
-    dev.add_argument("--json", action="store_true")
-    dev.set_defaults(fn=cmd_devices)
+    cli_graph.register(sub)
+    cli_inspect.register(sub)
     cli_sweep.register(sub)
     cli_view.register(sub)
     cli_decode.register(sub)

@@ -9,6 +9,7 @@ import numpy as np
 
 from graphexec._limits import over_budget
 from graphexec.engine.device_tensor import DeviceTensor
+from graphexec.engine.made_inputs import bound_dims, made_shape, made_values
 from graphexec.errors import FeedError
 from graphexec.ir import Graph, TensorType
 from graphexec.passes.size_check import INT64_MAX, check_fits, unholdable
@@ -98,11 +99,13 @@ def signature(types: Mapping[str, TensorType]) -> tuple:
 
 def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = None,
                   device: DeviceProfile | None = None) -> dict[str, np.ndarray]:
-    """Deterministic inputs from the declared shapes; a symbolic dim not in ``shapes`` is 1.
+    """Deterministic inputs from the declared shapes; a symbolic dim not in ``shapes`` is
+    the size a given shape set it to on another input, else 1 (``engine/made_inputs.py``).
 
     Floats are ``arange(n) / n`` reshaped (the light models' convention), integers
-    count modulo 10, booleans alternate. With ``device``, an input it cannot hold is an
-    OutOfMemoryError before anything is allocated.
+    count modulo 10 (modulo a smaller table they index), booleans alternate, masks are
+    ones. With ``device``, an input it cannot hold is an OutOfMemoryError before anything
+    is allocated.
     """
     shapes = dict(shapes or {})
     unknown = [n for n in shapes if n not in graph.inputs]
@@ -110,16 +113,17 @@ def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = N
         raise FeedError(f"a shape is given for {unknown[0]!r}, which is not an input of the graph; "
                         f"inputs are: {', '.join(graph.inputs)}")
     feeds = {}
+    bound = bound_dims(graph, shapes)
     for name in graph.inputs:
         t = graph.values[name].type
         shape = shapes.get(name, t.shape)
         if t.kind != "tensor" or t.dtype is None or shape is None:
             raise FeedError(f"input {name!r} has no declared type and shape; give one with --shape or --input")
-        shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
+        shape = made_shape(shape, bound)
         if t.dtype.kind not in "fbiu":
             raise FeedError(f"input {name!r} has dtype {t.dtype}; give it with --input")
         _check_size(name, TensorType(t.dtype, shape), device)
-        feeds[name] = _deterministic(t.dtype, shape)
+        feeds[name] = made_values(graph, name, t.dtype, shape, _deterministic)
     return feeds
 
 
