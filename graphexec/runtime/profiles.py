@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphexec.errors import DeviceError
 from graphexec.runtime.data_files import DataFiles
+from graphexec.runtime.ranges import DEVICE
+from graphexec.runtime.ranges import check as check_ranges
 
 # strict: a YAML typo such as "32GiB" or "true" must not be coerced into a number.
 Positive = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
@@ -167,6 +169,12 @@ class DeviceProfile(BaseModel):
     sources: dict[str, str] = Field(
         description="Dotted numeric field -> where its number comes from."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plausible(cls, data: Any) -> Any:
+        check_ranges(data, DEVICE)   # before any field is parsed or anything is sized from one
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> DeviceProfile:

@@ -20,6 +20,8 @@ from pydantic import BaseModel, Field, PrivateAttr, StrictBool, ValidationError,
 from graphexec.errors import DeviceError
 from graphexec.runtime.data_files import DataFiles, describe
 from graphexec.runtime.profiles import _FROZEN, Count, DeviceProfile, Positive, builtin_profiles
+from graphexec.runtime.ranges import SYSTEM
+from graphexec.runtime.ranges import check as check_ranges
 
 # aclrtGetDevicesTopo values: acl_rt.h (hicann/runtime include/external/acl/acl_rt.h) and the
 # CANN API reference aclcppdevg_03_1895 ("ACL_RT_DEVS_TOPOLOGY_*"; 0x04 PIB is reserved).
@@ -147,11 +149,16 @@ class SystemProfile(BaseModel):
             try:
                 return DeviceProfile.model_validate(value)
             except ValidationError as exc:
-                raise ValueError("; ".join(describe({**e, "loc": ("device", *e["loc"])})
-                                           for e in exc.errors())) from None
+                raise ValueError("; ".join(_in_device(e) for e in exc.errors())) from None
         if isinstance(value, DeviceProfile):
             return value
         raise ValueError(f"field 'device': expected a built-in device name or a profile mapping (got {value!r})")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plausible(cls, data: Any) -> Any:
+        check_ranges(data, SYSTEM)   # a count of 10^9 is refused before its groups are made
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> SystemProfile:
@@ -246,6 +253,12 @@ class SystemProfile(BaseModel):
             if path is not None:
                 lines.append(f"  {where}: {path.kind} {path.bandwidth_gbps:g} GB/s, {path.latency_us:g} us, per device")
         return "\n".join(lines)
+
+
+def _in_device(error: Any) -> str:
+    """A device profile's error inside a system, its field named from the system's top."""
+    text = describe({**error, "loc": ("device", *error["loc"])})
+    return text.replace("field '", "field 'device.", 1) if error["type"] == "value_error" else text
 
 
 def _check_groups(groups: list[list[int]], count: int) -> None:

@@ -135,7 +135,75 @@ VIEW = [
          "{d}/p/op_summary.csv: not an op summary: field larger than field limit (131072)"),
 ]
 
-ROUND_THREE: list[Case] = NAMES + VIEW
+
+
+def _device(**fields: object) -> Make:
+    return lambda d: ["run", B.write(d, "m.onnx", B.relu_model()), "--device", B.device_profile(d, **fields)]
+
+
+def _system(devices: int = 2, **fields: object) -> Make:
+    """The built-in atlas800-910 system with ``fields`` replaced (``a__b`` nests), one group."""
+    def make(d: Path) -> list:
+        import yaml
+
+        from graphexec.runtime.systems import load_system
+
+        data = load_system("atlas800-910").model_dump(mode="json")
+        data["topology"].update(groups=None, inter_group=None)
+        data["sources"] = {k: v for k, v in data["sources"].items() if not k.startswith("topology.inter_group")}
+        if any(k.startswith("device__") for k in fields):
+            data["device"] = B.builtin_profiles()["ascend910"].model_dump()
+        for key, value in fields.items():
+            *parents, leaf = key.split("__")
+            target = data
+            for part in parents:
+                target = target[part]
+            target[leaf] = value
+        path = B.write(d, "system.yaml", yaml.safe_dump(data))
+        return ["run", B.write(d, "m.onnx", B.relu_model()), "--devices", str(devices), "--system", path]
+    return make
+
+
+RATE = "GB/s; 10 MB/s (a slow PCIe x1) to 100 TB/s (50x an H100's HBM)"
+PROFILES = [
+    Case("profiles", "device_bandwidth_denormal", _device(hbm_bandwidth_gbps=1e-320),
+         "{d}/device.yaml: field 'hbm_bandwidth_gbps': 1e-320 is outside the plausible range 0.01 to 100000 (" + RATE + ")"),
+    Case("profiles", "device_launch_1e308", _device(launch_cost_us=1e308),
+         "{d}/device.yaml: field 'launch_cost_us': 1e+308 is outside the plausible range 0.001 to 100000 "
+         "(us of host time per launch; 1 ns to 100 ms)"),
+    Case("profiles", "device_10e9_cores", _device(ai_cores=10**9, vector_cores=10**9),
+         "{d}/device.yaml: field 'ai_cores': 1000000000 is outside the plausible range 1 to 4096 "
+         "(cores; the biggest chips have 100-200 (H100: 132 SMs))"),
+    Case("profiles", "device_peak_1e30", _device(peak_tflops__cube__float16=1e30),
+         "{d}/device.yaml: field 'peak_tflops.cube.float16': 1e+30 is outside the plausible range 0.001 to 100000 "
+         "(TFLOPS; a 2024 GPU's densest format is about 1e4)"),
+    Case("profiles", "device_efficiency_tiny", _device(kernels__cube__efficiency__default=1e-9),
+         "{d}/device.yaml: field 'kernels.cube.efficiency.default': 1e-09 is outside the plausible range 0.0001 to 1 "
+         "(fraction of the peak rate)"),
+    Case("profiles", "device_memory_16_pib", _device(hbm_capacity_bytes=1 << 54),
+         "{d}/device.yaml: field 'hbm_capacity_bytes': 18014398509481984 is outside the plausible range 1048576 to "
+         "17592186044416 (bytes; 1 MiB to 16 TiB)"),
+    Case("profiles", "device_copy_bandwidth_1e300", _device(copy_bandwidth_gbps__h2d=1e300),
+         "{d}/device.yaml: field 'copy_bandwidth_gbps.h2d': 1e+300 is outside the plausible range 0.01 to 100000 ("
+         + RATE + ")"),
+    Case("profiles", "system_4000_cards", _system(count=4000),
+         "{d}/system.yaml: field 'count': 4000 is outside the plausible range 1 to 512 (cards; links per ordered "
+         "pair are built up front (at 512: 261,632 links, 2.6 s))"),
+    Case("profiles", "system_10e9_cards", _system(count=10**9),
+         "{d}/system.yaml: field 'count': 1000000000 is outside the plausible range 1 to 512 (cards; links per "
+         "ordered pair are built up front (at 512: 261,632 links, 2.6 s))"),
+    Case("profiles", "system_link_denormal", _system(topology__intra_group__bandwidth_gbps=1e-320),
+         "{d}/system.yaml: field 'topology.intra_group.bandwidth_gbps': 1e-320 is outside the plausible range 0.01 to "
+         "100000 (" + RATE + ")"),
+    Case("profiles", "system_latency_1e308", _system(topology__intra_group__latency_us=1e308),
+         "{d}/system.yaml: field 'topology.intra_group.latency_us': 1e+308 is outside the plausible range 0 to "
+         "1000000 (us; up to a second)"),
+    Case("profiles", "system_device_cores_10e9", _system(device__ai_cores=10**9, device__vector_cores=10**9),
+         "{d}/system.yaml: field 'device.ai_cores': 1000000000 is outside the plausible range 1 to 4096 "
+         "(cores; the biggest chips have 100-200 (H100: 132 SMs))"),
+]
+
+ROUND_THREE: list[Case] = NAMES + VIEW + PROFILES
 
 
 def hostile_model(folder: Path) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from graphexec._render import UNSAFE
+from hardening import bad_inputs as B
 from hardening.round_three import HOSTILE, ROUND_THREE, hostile_model
 from hardening.test_corpus import ROOT, expected, run_cli
 
@@ -147,3 +148,34 @@ def test_view_cost_grows_gently_with_streams(tmp_path, capsys):
         times[n] = time.process_time() - t0
     assert "the 48 busiest of 20000 streams" in (tmp_path / "r20000.html").read_text()
     assert times[20000] < 3 * times[2000] + 2, times
+
+
+def test_every_profile_number_has_a_plausible_range():
+    """A row of runtime/ranges.py for every numeric field of every built-in device and system."""
+    from graphexec.runtime import ranges
+    from graphexec.runtime.profiles import builtin_profiles
+    from graphexec.runtime.systems import builtin_systems, load_system
+
+    for p in builtin_profiles().values():
+        assert [f for f, _ in ranges.numbers(p.model_dump()) if ranges.row(ranges.DEVICE, f) is None] == []
+    for name in builtin_systems():
+        data = load_system(name).model_dump(mode="json", exclude={"device"})
+        assert [f for f, _ in ranges.numbers(data) if ranges.row(ranges.SYSTEM, f) is None] == []
+
+
+def _strict(text: str) -> object:
+    def refuse(token: str) -> None:
+        raise AssertionError(f"non-standard JSON token {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_standard_json_always(tmp_path, capsys):
+    from graphexec._render import json_text
+
+    assert json_text({"a": float("inf"), "b": [float("nan"), 1.5], "c": "\u202e"}) == \
+        '{"a": null, "b": [null, 1.5], "c": "\\u202e"}'
+    model = B.write(tmp_path, "m.onnx", B.relu_model())
+    for args in (["run", model, "--json"], ["devices", "--json"], ["compare", model, "--streams", "1,2", "--json"]):
+        rc, out, err = run_cli(args, capsys)
+        assert rc == 0, err
+        _strict(out)
