@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # run from a checkout
@@ -28,15 +29,19 @@ CSV = ROOT / "benchmarks" / "data" / "heldout_models.csv"
 MODELS = Path("~/.cache/graphexec/fidelity").expanduser()
 
 
-def evaluate(csv: Path, models: Path, devices: list[str]) -> dict[str, dict]:
+def evaluate(csv: Path, models: Path, devices: list[Any]) -> dict[str, dict]:
+    """Each device (a built-in name: its own rows; a .yaml path or a profile: every row)
+    scored on the rows, keyed by the name or path given (a profile: its name)."""
     rows = read_models_csv(csv, models)
     out = {}
     for device in devices:
         profile = load_profile(device)
-        mine = [m for m in rows if m.device == profile.name or device.endswith((".yaml", ".yml"))]
+        every = not isinstance(device, str) or device.endswith((".yaml", ".yml"))
+        mine = [m for m in rows if m.device == profile.name or every]
         sims = simulate_all(mine, profile)
         ratios = [s / m.measured_us for s, m in zip(sims, mine)]
-        out[device] = {"rows": [{"label": m.label, "ratio": r} for m, r in zip(mine, ratios)],
+        key = device if isinstance(device, str) else profile.name
+        out[key] = {"rows": [{"label": m.label, "ratio": r} for m, r in zip(mine, ratios)],
                        "geomean_error": error(ratios), "within_25pct": within(ratios)}
     return out
 

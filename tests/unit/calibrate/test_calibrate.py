@@ -175,12 +175,13 @@ def test_an_op_the_model_lacks_is_one_line(tmp_path):
         calibrate(Target(load_profile("ascend910")), rows * 3, {"task_overhead_us": None})
 
 
-def test_the_shipped_calibrated_310p_profile_loads_and_says_what_it_was_fitted_to():
+def test_the_built_in_310p_is_calibrated_and_says_what_it_was_fitted_to():
     from graphexec.runtime.provenance import against, provenance
 
-    p = load_profile(str(ROOT / "benchmarks" / "data" / "ascend310p-calibrated.yaml"))
+    p = load_profile("ascend310p")
     assert provenance(p.sources)["fitted"] == ["kernels.cube.efficiency.default", "kernels.l2_bytes"]
     assert against(p.sources) == ["benchmarks/data/calibration_models.csv"]
+    assert "before: 0.8," in p.sources["kernels.cube.efficiency.default"]
 
 
 def test_the_cli_fits_per_op_rows_and_reports_json(tmp_path):
