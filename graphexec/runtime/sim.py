@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from graphexec import _switch
 from graphexec.runtime.core_pools import INF, CorePools
-from graphexec.runtime.kernel_time import kernel_time
+from graphexec.runtime.kernel_time import task_time
 from graphexec.runtime.profiles import DeviceProfile
 from graphexec.runtime.samples import Sample, build_samples
 from graphexec.runtime.sim_group import SimGroup
@@ -66,6 +66,7 @@ class Simulator:
         self.cores = CorePools({**pools, "aicpu": aicpu}, profile.hbm_bytes_per_us)
         self._copy_free: dict[str, float] = {}
         self._kinds: dict[tuple[str, str], tuple[str, float]] = {}   # (unit, dtype) -> (pool, peak)
+        self._times: dict[tuple[Any, ...], Any] = {}   # kernel_time by a task's cost fields (``task_time``)
         self._pool = {u: self.pool_of(u) for u in ("cube", "vector", "aicpu")}
         self._overhead = profile.task_overhead_us
         self._active: list[DeviceTask] = []      # kernels with blocks not yet placed
@@ -289,8 +290,7 @@ class Simulator:
         unit = task.unit
         kind = self._kinds.get((unit, task.dtype)) or self._kind(unit, task.dtype)
         task.pool = kind[0]
-        task.blocks_left, task.block_us, task.block_bytes = kernel_time(self.profile, unit, task.dtype, task.flops,
-                                                                        task.bytes, task.block_dim, task.meta)
+        task.blocks_left, task.block_us, task.block_bytes = task_time(self._times, self.profile, task)
         task.ready_t = ready = now + self._overhead
         task.stream.active = task
         self._ready.append((ready, next(self._seq), task))

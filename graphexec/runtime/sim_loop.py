@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from graphexec.runtime.core_pools import DONE_EPS, INF
-from graphexec.runtime.kernel_time import kernel_time
+from graphexec.runtime.kernel_time import task_time
 
 FAST_LOOP = True   # False: every step is ``Simulator._step``
 
@@ -102,8 +102,7 @@ def _settle_one(sim: Any, s: Any) -> None:
                     head.result = head.start_fn()
                 unit, dtype = head.unit, head.dtype   # ``_queue_blocks``, unrolled
                 head.pool = (sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype))[0]
-                head.blocks_left, head.block_us, head.block_bytes = kernel_time(sim.profile, unit, dtype, head.flops,
-                                                                                head.bytes, head.block_dim, head.meta)
+                head.blocks_left, head.block_us, head.block_bytes = task_time(sim._times, sim.profile, head)
                 head.ready_t = ready = now + sim._overhead
                 s.active = head
                 sim._ready.append((ready, next(sim._seq), head))
