@@ -88,15 +88,17 @@ class FusedRunner:
         into = False
         for i, r in enumerate(self.members):
             named = [o for o in r.node.outputs if o]
-            if r.bind is None or r.fn is None or r.uses_fallback or len(named) != 1 or not r.takes_out \
+            if r.bind is None or r.fn is None or r.uses_fallback or len(named) != 1 \
                     or any(n and n not in env for n in r.node.inputs):
                 return None
             args = [env[n] if n else None for n in r.node.inputs]
             dst = out if i == last else _scratch(self.types.get(named[0]))
             if i < last and dst is None:
                 return None
-            bound = r.bind(r.ctx, *args) if dst is None else r.bind(r.ctx, *args, out=dst)
-            if bound is None or (i < last and not _writes(bound, dst)):
+            bound = r.bind(r.ctx, *args, out=dst) if dst is not None and r.takes_out else r.bind(r.ctx, *args)
+            if bound is not None and dst is not None and not _writes(bound, dst):
+                bound = _into(bound, dst) or (None if i < last else bound)
+            if bound is None:
                 return None
             into = dst is not None and _writes(bound, dst)
             calls.append(bound)
@@ -118,6 +120,20 @@ def _writes(bound: Any, dst: Any) -> bool:
     ufunc called with ``out=dst`` always does."""
     return type(bound) is partial and isinstance(bound.func, np.ufunc) and bound.func.nout == 1 \
         and bound.keywords.get("out") is dst
+
+
+def _into(bound: Any, dst: np.ndarray) -> Any:
+    """A one-output ufunc's bound call made to write into ``dst``, where its result has
+    exactly ``dst``'s shape and dtype (the same values, computed in place: no cast); None
+    for anything else. The result's type is looked at once, on the bound arrays as they
+    are (a ufunc's shape and dtype do not depend on the values)."""
+    if type(bound) is not partial or not isinstance(bound.func, np.ufunc) or bound.func.nout != 1 \
+            or "out" in bound.keywords:
+        return None
+    res = bound()
+    if type(res) is not np.ndarray or res.shape != dst.shape or res.dtype != dst.dtype:
+        return None
+    return partial(bound.func, *bound.args, out=dst, **bound.keywords)
 
 
 def _run_chain(first: tuple[Callable[[], Any], ...], last: Callable[[], Any]) -> Any:

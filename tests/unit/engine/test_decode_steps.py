@@ -203,3 +203,26 @@ def test_the_committed_gpt2_decoder_replays_as_the_plain_path():
     steps = session.compile(feeds)._steps
     assert sum(r is not None and r.bind is not None for r in steps.runners) >= 20
     _check_plain(graph, feeds, results)
+
+
+def _gelu_tanh():
+    """GPT-2's GELU: 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))); its Pow binds with no ``out``."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 16])
+    consts = {"three": 3.0, "c": 0.044715, "k": 0.7978845834732056, "one": 1.0, "half": 0.5}
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in consts.items()]
+    nodes = [helper.make_node("Pow", ["x", "three"], ["p"]), helper.make_node("Mul", ["p", "c"], ["pc"]),
+             helper.make_node("Add", ["x", "pc"], ["s"]), helper.make_node("Mul", ["s", "k"], ["sk"]),
+             helper.make_node("Tanh", ["sk"], ["t"]), helper.make_node("Add", ["t", "one"], ["t1"]),
+             helper.make_node("Mul", ["x", "t1"], ["xt"]), helper.make_node("Mul", ["xt", "half"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [x], [y], inits)
+    return gx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+def test_a_member_that_binds_without_out_is_made_to_write_its_scratch():
+    graph = _gelu_tanh()
+    feeds = {"x": RNG.standard_normal((1, 2, 16)).astype(np.float32)}
+    results, session = _runs(graph, feeds)
+    steps = session.compile(feeds)._steps
+    assert any(steps.kernels[i].op.startswith("Pow+") for i in steps.chains)
+    _check_plain(graph, feeds, results)
