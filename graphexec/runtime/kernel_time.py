@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from graphexec import _switch
-
 from graphexec.runtime.profiles import DeviceProfile
 
 
