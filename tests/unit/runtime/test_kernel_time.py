@@ -127,3 +127,24 @@ def test_a_compiled_conv_and_gemm_on_a_gpu_profile_take_their_own_efficiencies()
         loops = -(-items // n)
         eff *= 0.75 if loops == 1 else 1.0   # lone_efficiency: one tile per SM
         assert us == pytest.approx(2.0 + loops * (t.flops / items / (peak * eff) + 1.0))
+
+
+def test_task_time_remembers_per_cost_fields_and_meta_object():
+    """The simulator's memo (``task_time``) gives kernel_time's numbers; a meta with an op
+    class of its own, or the same fields under another meta object, is worked out anew."""
+    from graphexec import _switch
+    from graphexec.runtime.kernel_time import task_time
+    from graphexec.runtime.sim import DeviceTask
+
+    profile = load_profile("ascend910b")
+    memo: dict = {}
+    metas = [{}, {"task": None}, {}]
+    tasks = [DeviceTask("kernel", None, "k", "vector", 4, 1e6, 4096.0, "float32", meta=m) for m in metas]
+    tasks.append(DeviceTask("kernel", None, "k", "cube", 8, 3e7, 1e5, "float16", meta=metas[0]))
+    for _ in range(2):
+        for t in tasks:
+            want = kernel_time(profile, t.unit, t.dtype, t.flops, t.bytes, t.block_dim, t.meta)
+            assert task_time(memo, profile, t) == want
+    assert len(memo) == 4 and all(entry[0] is t.meta for entry, t in zip(memo.values(), tasks))
+    with _switch.plain():   # the plain reference: no memo
+        assert task_time({}, profile, tasks[0]) == task_time(memo, profile, tasks[0])
