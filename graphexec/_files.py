@@ -161,3 +161,35 @@ def sigterm_unwinds() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class SignalStop(BaseException):
+    """SIGTERM or SIGINT raised where the process is (``signals_unwind``); a BaseException,
+    so that no ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """Within the block (main thread), the first SIGTERM or SIGINT raises :class:`SignalStop`;
+    later ones are ignored while the ``finally`` clauses on the way out remove what was half
+    written. The handlers before are restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = (signal.SIGTERM, signal.SIGINT)
+
+    def unwind(signum: int, frame: object) -> None:
+        for s in caught:
+            signal.signal(s, signal.SIG_IGN)
+        raise SignalStop(signum)
+
+    previous = {s: signal.signal(s, unwind) for s in caught}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from graphexec._files import SignalStop, signals_unwind
+from graphexec._render import term
 from graphexec.profiling import record as rec
 from graphexec.profiling.msprof import write_prof
 from graphexec.profiling.record import DeviceRun
@@ -33,8 +36,9 @@ ON = ("1", "true", "on", "yes")
 class Collector:
     """The runs seen since it was started: (record, stats) pairs, in the order they ran."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str | os.PathLike[str], setting: str | None = None) -> None:
+        self.root = Path(root).absolute()   # resolved now: the program may change folder before the write
+        self.setting = setting or f"the profile folder {root}"   # what warnings name: what the program set
         self.runs: list[tuple[Any, Any]] = []
         self.seen: set[int] = set()     # ids of device simulators already kept
         self.path: Path | None = None   # the folder written, once stopped
@@ -88,11 +92,11 @@ class Collector:
             return write_prof(self.root, [r for r, _ in self.runs], self.extras(),
                               time.strftime("%Y%m%d%H%M%S"), os.getpid())
         except OSError as e:
-            print(f"graphexec: warning: {OUTPUT}={self.root}: cannot write the profile: {e.strerror or e}",
+            print(f"graphexec: warning: {term(self.setting)}: cannot write the profile: {term(e.strerror or e)}",
                   file=sys.stderr)
         except Exception as e:   # a bug here must not cost the program its results or exit status
-            print(f"graphexec: warning: the profile for {self.root} was not written (internal error: "
-                  f"{type(e).__name__}: {e})", file=sys.stderr)
+            print(f"graphexec: warning: the profile for {term(self.setting)} was not written (internal error: "
+                  f"{type(e).__name__}: {term(e)})", file=sys.stderr)
         return None
 
 
@@ -123,11 +127,11 @@ def _on_teardown(device: Any) -> None:
         c.on_device(device)
 
 
-def start(root: str | os.PathLike[str]) -> Collector:
-    """Keep every run from now on, for ``stop`` to write."""
+def start(root: str | os.PathLike[str], setting: str | None = None) -> Collector:
+    """Keep every run from now on, for ``stop`` to write (``setting``: what warnings call the folder)."""
     from graphexec.acl import state as acl_state
 
-    c = Collector(root)
+    c = Collector(root, setting)
     if not _active:
         rec.RESULT_OBSERVERS.append(_on_result)
         acl_state.TEARDOWN_HOOKS.append(_on_teardown)
@@ -166,6 +170,25 @@ def from_environment(environ: Mapping[str, str] = os.environ) -> Collector | Non
     """Switch profiling on for the whole program when ``ASCEND_PROFILING_ENABLED`` says so."""
     if environ.get(ENABLED, "").strip().lower() not in ON:
         return None
-    c = start(environ.get(OUTPUT) or os.getcwd())
-    atexit.register(stop, c)
+    given = environ.get(OUTPUT)
+    c = start(given or os.getcwd(), f"{OUTPUT}={given}" if given else f"the working folder {os.getcwd()}")
+    atexit.register(stop_at_exit, c)
     return c
+
+
+def stop_at_exit(c: Collector) -> None:
+    """``stop`` as the program ends. SIGTERM or SIGINT meanwhile leaves no folder, or a whole
+    one (write_prof's temporary folder is removed), a line on stderr, and exit status
+    128 + the signal, as a shell reports a process the signal ended: the default actions
+    would leave the temporary folder (SIGTERM) or a traceback and exit 0 (SIGINT, raised
+    inside an atexit callback)."""
+    try:
+        with signals_unwind():
+            stop(c)
+    except SignalStop as s:
+        name = signal.Signals(s.signum).name
+        print(f"graphexec: {name} while the profile for {term(c.setting)} was written; it was not written",
+              file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + s.signum)

@@ -206,9 +206,38 @@ PROFILES = [
 ROUND_THREE: list[Case] = NAMES + VIEW + PROFILES
 
 
+def _child(mode: str, mark: str = "mark", output: str = "prof", signum: int | None = None) -> Make:
+    """exit_child.py MODE MARK with the profile on (its folder ``output`` under d); the test
+    sends ``signum`` once MARK exists. Returns [env, argv, signum]."""
+    def make(d: Path) -> list:
+        environ = {"ASCEND_PROFILING_ENABLED": "1", "ASCEND_PROFILING_OUTPUT_PATH": output}
+        return [environ, [str(Path(__file__).with_name("exit_child.py")), mode, str(d / mark)], signum]
+    return make
+
+
+NOT_WRITTEN = "was written; it was not written"
+EXIT_PROFILE = [
+    Case("exit profile", "sigterm_during_the_write", _child("write", signum=15),
+         "graphexec: SIGTERM while the profile for ASCEND_PROFILING_OUTPUT_PATH=prof " + NOT_WRITTEN, 143),
+    Case("exit profile", "sigint_during_the_write", _child("write", signum=2),
+         "graphexec: SIGINT while the profile for ASCEND_PROFILING_OUTPUT_PATH=prof " + NOT_WRITTEN, 130),
+    Case("exit profile", "sigterm_during_the_diagnosis", _child("diagnose", signum=15),
+         "graphexec: SIGTERM while the profile for ASCEND_PROFILING_OUTPUT_PATH=prof " + NOT_WRITTEN, 143),
+    Case("exit profile", "sigint_during_the_diagnosis", _child("diagnose", signum=2),
+         "graphexec: SIGINT while the profile for ASCEND_PROFILING_OUTPUT_PATH=prof " + NOT_WRITTEN, 130),
+    Case("exit profile", "relative_path_after_chdir", _child("chdir", mark="elsewhere"), "", 0),
+    Case("exit profile", "output_path_is_a_file", _child("plain", output="afile"),
+         "graphexec: warning: ASCEND_PROFILING_OUTPUT_PATH=afile: cannot write the profile: File exists", 0),
+    Case("exit profile", "profile_block_names_its_folder", _child("block", mark="afile"),
+         "graphexec: warning: the profile folder {d}/afile/sub: cannot write the profile: Not a directory", 0),
+]
+
+
 def hostile_model(folder: Path) -> Path:
     """A valid model whose graph, node, tensor and file names carry ``HOSTILE``, a newline and
     a leading formula character: what class 1 renders on every medium."""
     bad = "=cmd|' /C calc'!A0" + HOSTILE
     nodes = [mk("Relu", ["x"], ["@t" + HOSTILE], name=bad), mk("Neg", ["@t" + HOSTILE], ["+y\nfake"], name="-n2\nfake")]
     return B.write(folder, f"m{HOSTILE}.onnx", B.model(nodes, outputs=("+y\nfake",), name="g" + HOSTILE))
+
+CORPUS: list[Case] = ROUND_THREE + EXIT_PROFILE   # what the corpus report counts for issue 39

@@ -87,7 +87,9 @@ def test_a_failed_write_leaves_nothing_and_warns_once(tmp_path, monkeypatch, cap
         _run(tiny_chain(n=3))
     assert c.path is None and list(tmp_path.iterdir()) == []     # no PROF folder, no temporary one
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "No space left on device" in err[0] and env.OUTPUT in err[0]
+    # it names the folder the block was given, not ASCEND_PROFILING_OUTPUT_PATH, which nobody set (issue 39)
+    assert len(err) == 1 and "No space left on device" in err[0] and f"the profile folder {tmp_path}" in err[0]
+    assert env.OUTPUT not in err[0]
 
 
 def test_two_blocks_in_one_second_get_two_folders(tmp_path, monkeypatch):
@@ -106,7 +108,7 @@ def test_the_environment_switch(monkeypatch, tmp_path):
     monkeypatch.setattr(env.atexit, "register", lambda fn, c: registered.append((fn, c)))
     c = env.from_environment({"ASCEND_PROFILING_ENABLED": "1", "ASCEND_PROFILING_OUTPUT_PATH": str(tmp_path)})
     try:
-        assert c is not None and c.root == tmp_path and registered == [(env.stop, c)]
+        assert c is not None and c.root == tmp_path and registered == [(env.stop_at_exit, c)]
         _run(tiny_chain(n=3))
     finally:
         path = env.stop(c)
