@@ -29,7 +29,7 @@ from graphexec.kernels.registry import OpContext, fits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 CHUNK_BYTES = 4 << 20     # column-matrix scratch per chunk of output rows
-GEMM_COLS = 512           # output pixels per block of a 1x1 convolution's GEMM
+GEMM_COLS = 2048          # output pixels per block of a 1x1 convolution's GEMM
 
 
 class Geometry:
