@@ -1,14 +1,15 @@
 """A fused node's per-element tail, a block of channels at a time (the replay fast path).
 
-A fused group such as Conv+Relu, Conv+Sum+Relu or DenseNet's BatchNormalization+Mul+Add+Relu
-ran member after member, each a pass over the whole tensor: a big tensor went through
-memory once per step (the conv's bias, BatchNormalization's scale and shift, each Mul, Add
-and Relu). Here the steps after the head (a Conv, computed whole, without its bias) run on
-a block of whole channels at a time, every step on the block while it is in cache, so the
-tensor crosses memory once. Each element goes through the same IEEE operations (the bias add,
-x*k then +shift, each binary op with its operand on the same side, max with 0) in the same
-order, so the result is bit for bit the member-by-member run's, ``fused._run_bound``, which
-stays as the plain path (``GRAPHEXEC_PLAIN``; and whatever this module does not recognise).
+A fused group such as Conv+Relu, Conv+Sum+Relu, DenseNet's BatchNormalization+Mul+Add+Relu
+or PP-LCNet's HardSwish written out (Add+Clip+Mul+Div+Mul+Add) ran member after member, each
+a pass over the whole tensor: a big tensor went through memory once per step (the conv's
+bias, BatchNormalization's scale and shift, each Mul, Add, Clip and Relu). Here the steps
+after the head (a Conv, computed whole, without its bias) run on a block of whole channels
+at a time, every step on the block while it is in cache, so the tensor crosses memory once.
+Each element goes through the same IEEE operations (the bias add, x*k then +shift, each
+binary op with its operand on the same side, max with 0, np.clip) in the same order, so the
+result is bit for bit the member-by-member run's, ``fused._run_bound``, which stays as the
+plain path (``GRAPHEXEC_PLAIN``; and whatever this module does not recognise).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ _RELU = None   # the Relu step's marker: max with a zero block
 class Step:
     """One per-element step: ``ufunc(block, operand)`` (``first``: ``ufunc(operand, block)``);
     the operand is per channel (C, 1), a 0-d scalar, a whole tensor viewed (N, C, L), or
-    the Relu marker."""
+    the Relu marker; ``bound``: Clip's upper bound (``np.clip(block, operand, bound)``)."""
 
-    __slots__ = ("ufunc", "operand", "first", "whole")
+    __slots__ = ("ufunc", "operand", "first", "whole", "bound")
 
-    def __init__(self, ufunc: Any, operand: Any, first: bool = False, whole: bool = False) -> None:
-        self.ufunc, self.operand, self.first, self.whole = ufunc, operand, first, whole
+    def __init__(self, ufunc: Any, operand: Any, first: bool = False, whole: bool = False,
+                 bound: Any = None) -> None:
+        self.ufunc, self.operand, self.first, self.whole, self.bound = ufunc, operand, first, whole, bound
 
     def block(self, n: int, c0: int, c1: int) -> Any:
         """The operand's part that meets the block of channels c0..c1 of image n."""
@@ -113,6 +115,8 @@ def _step(r: NodeRunner, prev: str | None, values: Mapping[str, Any], out: np.nd
         return ok
     if op == "BatchNormalization":
         return _batchnorm(r, prev, values, out, steps)
+    if op == "Clip":
+        return _clip(r, prev, values, out, steps)
     ufunc = _BINARY.get(op)
     if ufunc is None or len(names) != 2 or ctx.opset < (8 if op == "Sum" else 7) \
             or r.node.domain not in ("", "ai.onnx"):
@@ -148,6 +152,19 @@ def _operand(v: Any, out: np.ndarray) -> tuple[np.ndarray, bool] | None:
     if shape[0] != 1 or shape[1] != out.shape[1] or any(d != 1 for d in shape[2:]):
         return None
     return v.reshape(-1, 1), False
+
+
+def _clip(r: NodeRunner, prev: str | None, values: Mapping[str, Any], out: np.ndarray,
+          steps: list[Step]) -> bool:
+    """Clip-11+ with both bounds given as scalars of the dtype: ``np.clip``, as its kernel."""
+    names = r.node.inputs
+    if r.ctx.opset < 11 or len(names) != 3 or not _is_main(names[0], prev) or not names[1] or not names[2]:
+        return False
+    lo, hi = values.get(names[1]), values.get(names[2])
+    if any(type(b) is not np.ndarray or b.size != 1 or b.dtype != out.dtype for b in (lo, hi)):
+        return False
+    steps.append(Step(np.clip, lo.reshape(()), bound=hi.reshape(())))   # type: ignore[union-attr]
+    return True
 
 
 def _batchnorm(r: NodeRunner, prev: str | None, values: Mapping[str, Any], out: np.ndarray,
@@ -196,7 +213,9 @@ def _blocks(y3: np.ndarray, s3: np.ndarray | None, steps: list[Step], per: int, 
             cur = blk if s3 is None else s3[i, c0:c1]
             for s in steps:
                 operand = zero[:c1 - c0] if s.operand is _RELU else s.block(i, c0, c1)
-                if s.first:
+                if s.bound is not None:
+                    s.ufunc(cur, operand, s.bound, out=blk)
+                elif s.first:
                     s.ufunc(operand, cur, out=blk)
                 else:
                     s.ufunc(cur, operand, out=blk)

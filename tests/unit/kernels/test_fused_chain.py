@@ -46,6 +46,15 @@ def _bn_affine_relu():
                                _const("d", RNG.random((1, C, 1, 1)) + 0.5)])
 
 
+def _hard_swish():
+    """x * clip(x + 3, 0, 6) / 6 * k + s, as Paddle2ONNX writes PP-LCNet's: x read twice."""
+    nodes = [helper.make_node("Add", ["x", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["c"]),
+             helper.make_node("Mul", ["x", "c"], ["m"]), helper.make_node("Div", ["m", "six"], ["d"]),
+             helper.make_node("Mul", ["d", "k"], ["e"]), helper.make_node("Add", ["e", "r"], ["y"])]
+    return _graph(nodes, [_const("three", 3.0), _const("zero", 0.0), _const("six", 6.0),
+                          _const("k", RNG.standard_normal((C, 1, 1)))])
+
+
 def _run(graph, feeds, plain_steps, monkeypatch):
     with monkeypatch.context() as m:
         if plain_steps:   # every fused node's members one after another, as before the chains
@@ -55,7 +64,7 @@ def _run(graph, feeds, plain_steps, monkeypatch):
     return res, session
 
 
-@pytest.mark.parametrize("make", [_conv_sum_relu, _bn_affine_relu])
+@pytest.mark.parametrize("make", [_conv_sum_relu, _bn_affine_relu, _hard_swish])
 @pytest.mark.parametrize("block", [fused_chain.BLOCK_ELEMS, 3 * H * W, 1])
 def test_chain_gives_the_member_by_member_bytes(make, block, monkeypatch):
     monkeypatch.setattr(fused_chain, "BLOCK_ELEMS", block)   # one block, blocks of 3 channels, one channel each
