@@ -201,7 +201,9 @@ class profile:
             d.pop("actions")
             end = max([w.end, *(t.end_t for t in run.tasks)])
             runs.append(run)
-            extras.append({"step": w.step, "window": [w.start, end], "stats": stats.to_dict(), "diagnosis": d})
+            mine = [[m[1], m[2], m[3]] for m in memory if m[0] == w.card and w.start <= m[1] <= end]
+            extras.append({"step": w.step, "window": [w.start, end], "stats": stats.to_dict(), "diagnosis": d,
+                           **({"memory_samples": mine} if mine else {})})
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
         self.path = write_ascend_pt(dir_name, worker, stamp, runs, extras,

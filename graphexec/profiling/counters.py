@@ -212,19 +212,27 @@ def _from_samples(samples: list[Any], kernels: list[Any], profile: Any) -> list[
     return out
 
 
-def live_bytes(tasks: Iterable[Any], sizes: dict[str, int], root: Callable[[str], str]) -> Series:
-    """Activation-pool bytes in use: a tensor holds its bytes from the start of its
-    writer to the end of its last reader (the rule of the executed live peak)."""
-    span: dict[str, list[float]] = {}
+def live_spans(tasks: Iterable[Any], sizes: dict[str, int], root: Callable[[str], str]) -> dict[str, list[Any]]:
+    """Activation tensor -> [first write's start, last read's end, the task that first wrote it]."""
+    span: dict[str, list[Any]] = {}
     for t in tasks:
         task = t.meta.get("task")
         if task is None or t.kind != "kernel" or t.start_t is None:
             continue
         for name in map(root, task.writes):
             if name in sizes:
-                s = span.setdefault(name, [t.start_t, t.end_t])
-                s[0], s[1] = min(s[0], t.start_t), max(s[1], t.end_t)
+                s = span.setdefault(name, [t.start_t, t.end_t, t])
+                if t.start_t < s[0]:
+                    s[0], s[2] = t.start_t, t
+                s[1] = max(s[1], t.end_t)
         for name in map(root, task.reads):
             if name in span:
                 span[name][1] = max(span[name][1], t.end_t)
-    return steps([(a, sizes[n]) for n, (a, _) in span.items()] + [(b, -sizes[n]) for n, (_, b) in span.items()])
+    return span
+
+
+def live_bytes(tasks: Iterable[Any], sizes: dict[str, int], root: Callable[[str], str]) -> Series:
+    """Activation-pool bytes in use: a tensor holds its bytes from the start of its
+    writer to the end of its last reader (the rule of the executed live peak)."""
+    span = live_spans(tasks, sizes, root)
+    return steps([(s[0], sizes[n]) for n, s in span.items()] + [(s[1], -sizes[n]) for n, s in span.items()])

@@ -103,3 +103,17 @@ def busiest_lanes(events: list[dict[str, Any]], title: str) -> tuple[list[dict[s
     keep = set(sorted(busy, key=lambda lane: (-busy[lane], str(lane)))[:MAX_LANES])
     shown = [e for e in events if e.get("ph") != "X" or (e["pid"], e["tid"]) in keep]
     return shown, f"{title}; the {MAX_LANES} busiest of {len(busy)} streams"
+
+
+def memory(in_use: Sequence[tuple[float, float]], reserved: Sequence[tuple[float, float]]) -> str:
+    """Bytes in use (allocated) and reserved over time, in MiB."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(WIDTH, 2.2))
+    end = max([t for t, _ in [*in_use, *reserved]], default=0.0)
+    _steps(ax, [(t, v / 2**20) for t, v in in_use], end, "allocated (in use)", COLORS["cube"])
+    _steps(ax, [(t, v / 2**20) for t, v in reserved], end, "reserved", "#7f7f7f")
+    ax.set_ylabel("MiB")
+    ax.set_xlabel("simulated time (us)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right", fontsize=7, ncol=2)
+    return to_svg(fig)

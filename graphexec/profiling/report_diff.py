@@ -8,7 +8,7 @@ from typing import Any
 
 from graphexec._files import write_atomic
 from graphexec.profiling.diff import compare
-from graphexec.profiling.report_html import SORT_JS, STYLE, _e, _table
+from graphexec.profiling.report_table import SORT_JS, STYLE, _e, _table
 from graphexec.profiling.view_data import load
 
 

@@ -11,10 +11,13 @@ the page: no JavaScript library, no network, and text in the charts stays text.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import re
+from typing import Any
 
-from graphexec._render import html
 from graphexec.profiling import report_charts as charts
+from graphexec.profiling import report_sections as sections
+from graphexec.profiling import report_timeline as timeline
+from graphexec.profiling.report_table import SORT_JS, STYLE, _e, _table
 from graphexec.profiling.view_data import View
 
 METRICS = (("makespan_us", "makespan", "{:,.1f} us"), ("cube_utilization", "cube utilization", "{:.1%}"),
@@ -23,49 +26,6 @@ METRICS = (("makespan_us", "makespan", "{:,.1f} us"), ("cube_utilization", "cube
            ("device_idle_us", "device idle", "{:,.1f} us"), ("host_wait_us", "waiting on the host", "{:,.1f} us"))
 OP_COLUMNS = ("Op Name", "OP Type", "Task Type", "Stream ID", "Task Start Time(us)", "Task Duration(us)",
               "Task Wait Time(us)", "Block Dim", "Bound")
-STYLE = """body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}
-.cards{display:flex;flex-wrap:wrap;gap:.6em}.card{border:1px solid #ccc;border-radius:6px;padding:.5em .8em}
-.card b{display:block;font-size:1.3em}table{border-collapse:collapse;font-size:.85em}
-td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}th{background:#f3f3f3;cursor:pointer}
-td.n{text-align:right}.first{background:#fff4d6}svg{max-width:100%;height:auto}"""
-SORT_JS = """document.querySelectorAll('table.sortable th').forEach(function(th, i){
-  th.addEventListener('click', function(){
-    var body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
-    var asc = th.dataset.dir !== 'asc'; th.dataset.dir = asc ? 'asc' : 'desc';
-    rows.sort(function(a, b){
-      var x = a.cells[i].dataset.v || a.cells[i].textContent, y = b.cells[i].dataset.v || b.cells[i].textContent;
-      var nx = parseFloat(x), ny = parseFloat(y);
-      var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
-      return asc ? c : -c;
-    });
-    rows.forEach(function(r){ body.appendChild(r); });
-  });
-});"""
-
-
-def _e(v: Any) -> str:
-    return html(v)   # the one HTML rendering of a name (graphexec/_render.py)
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "", first: bool = False) -> str:
-    def cell(v: Any) -> str:
-        num = isinstance(v, (int, float)) or _numeric(v)
-        return f'<td class="n" data-v="{_e(v)}">{_e(v)}</td>' if num else f"<td>{_e(v)}</td>"
-
-    body = "".join(f'<tr{" class=first" if first and i == 0 else ""}>{"".join(cell(v) for v in r)}</tr>'
-                   for i, r in enumerate(rows))
-    ths = "".join(f"<th>{_e(h)}</th>" for h in head)
-    return f'<table class="{cls}"><thead><tr>{ths}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def _numeric(v: Any) -> bool:
-    try:
-        float(str(v))
-        return True
-    except ValueError:
-        return False
-
-
 def _metrics(stats: dict[str, Any], view: View) -> str:
     cards = []
     for key, label, fmt in METRICS:
@@ -133,15 +93,6 @@ def _ops(rows: list[dict[str, Any]]) -> str:
     return _table(cols, [[r.get(c, "") for c in cols] for r in rows], "sortable ops")
 
 
-def _runs(runs: list[dict[str, Any]]) -> str:
-    if len(runs) < 2:
-        return ""
-    rows = [[r["run"], r.get("model", ""), r.get("device_id", ""),
-             f"{r['stats']['makespan_us']:.3f}" if r.get("stats") else "", "yes" if r.get("diagnosis") else ""]
-            for r in runs]
-    return "<h2>Runs in this profile</h2>" + _table(["run", "model", "device", "makespan (us)", "diagnosed"], rows)
-
-
 def _calibration(device: object) -> str:
     """Whether the device profile the times come from is calibrated, and against what."""
     from graphexec.runtime.profiles import builtin_profiles
@@ -157,19 +108,38 @@ def render(view: View) -> str:
     other, stats = view.other, view.stats
     end = max((e["ts"] + e.get("dur", 0.0) for e in view.events if e.get("ph") == "X"), default=0.0)
     peak = other.get("peak", {})
-    title = f"graphexec profile: {other.get('model', '')} on {other.get('device', '?')}"
+    title = f"graphexec profile: {_subject(other, stats)}"
     parts = [f"<h1>{_e(title)}</h1><p>from {_e(view.source)}</p>", _calibration(other.get("device")),
              "<h2>Key metrics</h2>", _metrics(stats, view),
-             charts.utilization(view.cores(), view.hbm(), peak, end),
+             sections.cards(view, end) if sections.multi_card(stats)
+             else charts.utilization(view.cores(), view.hbm(), peak, end),
+             "<h2>Timeline</h2>", timeline.section(view),
              "<h2>Task-queue depth</h2>", charts.queue_depth(view.queue(), peak.get("queue_depth"), end),
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),
              "<h2>Actions: settings ranked by measured gain</h2>", _actions(view.diagnosis),
              "<h2>Diagnosis: what bounds the run</h2>", _diagnosis(view.diagnosis),
              "<h2>Idle time per stream</h2>", _idle(view.diagnosis),
              "<h2>Launches and queues</h2>", _launches(view.diagnosis),
-             f"<h2>Operators ({len(view.rows)})</h2><p>click a column to sort</p>", _ops(view.rows), _runs(view.runs)]
+             "<h2>Memory</h2>", sections.memory(view),
+             "<h2>HCCL and links between cards</h2>", sections.hccl(view),
+             "<h2>Op types (op_statistic)</h2>", sections.op_statistic(view.rows),
+             f"<h2>Operators ({len(view.rows)})</h2>", sections.op_filter(len(view.rows)), _ops(view.rows),
+             sections.steps(view.runs)]
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}<script>{SORT_JS}</script></body></html>")
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}"
+            f"<script>{SORT_JS}\n{sections.FILTER_JS}</script></body></html>")
+
+
+def _subject(other: dict[str, Any], stats: dict[str, Any]) -> str:
+    """What ran where: a multi-card run is named as the whole run, not as its card 0 (whose
+    graph a pipeline names after its stage)."""
+    model, device = str(other.get("model", "")), other.get("device", "?")
+    n = stats.get("num_devices") or 0
+    if n and int(n) > 1:
+        if stats.get("parallel") == "pipeline":
+            model = re.sub(r"\.stage\d+$", "", model)
+        return f"{model} on {int(n)} x {device} ({stats.get('parallel', '?')} parallel)"
+    return f"{model} on {device}"
 
 
 def write_report(source: str, out: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphexec.profiling.counters import Series, busy_cores, live_bytes, queue_depth, steps, total_depth
+from graphexec.profiling.memory_view import memory_summary
 from graphexec.profiling.record import RunRecord
 from graphexec.profiling.trace import DEVICE_PID, HOST_PID, unit_keys
 
@@ -88,4 +89,7 @@ def timeline(record: RunRecord | Any, trace: dict[str, Any], extra: dict[str, An
                       "units": {r: {"name": u["name"], "label": u["label"]} for r, u in
                                 ((u["role"], u) for u in prof.describe_units())},
                       "hbm_bandwidth_gbps": prof.hbm_bandwidth_gbps, "queue_depth": prof.queue_depth}}
+    memory = memory_summary(record)
+    if memory is not None:   # the report's memory section (a run with a memory plan)
+        other["memory"] = memory
     return {**trace, "traceEvents": events, "otherData": {**other, **(extra or {})}}
