@@ -119,9 +119,11 @@ def apply(graph: Graph, matches: list[Match], build: Callable[[Match, Graph], No
     graph.nodes = nodes
 
 
-def run_rule(graph: Graph, matcher: Matcher, build: Callable[[Match, Graph], Node] = make_fused) -> int:
-    """Fuse every group ``matcher`` finds (scanning heads in graph order, groups apart)."""
-    view = View(graph)
+def run_rule(graph: Graph, matcher: Matcher, build: Callable[[Match, Graph], Node] = make_fused,
+             view: View | None = None) -> int:
+    """Fuse every group ``matcher`` finds (scanning heads in graph order, groups apart);
+    ``view``: the graph's View as it stands, if one was made since its nodes last changed."""
+    view = view or View(graph)
     taken: set[int] = set()
     matches: list[Match] = []
     for node in graph.nodes:

@@ -14,6 +14,7 @@ import numpy as np
 from graphexec.ir import Graph, Node, TensorType, Value
 from graphexec.kernels.fused import affine_batchnorm, is_fused
 from graphexec.passes.fusion_groups import Match, View, carried, fused_names, make_fused
+from graphexec.passes.lowering import dtype_name
 
 # one-input elementwise ops a conv or matmul epilogue applies (the activation family)
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
@@ -30,7 +31,7 @@ AUTOMATIC_MAX = 28   # AutomaticUbFusion: at most 28 elementwise ops (CANN 8.0 d
 
 def _float(view: View, name: str) -> bool:
     t = view.graph.values[name].type
-    return t.dtype is not None and t.dtype.name in _FLOATS
+    return t.dtype is not None and dtype_name(t.dtype) in _FLOATS
 
 
 def _scalar(view: View, name: str, value: float | None = None) -> bool:

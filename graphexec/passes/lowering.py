@@ -135,9 +135,12 @@ def _compute_dtype(graph: Graph, node: Node, outputs: list[str], unit: str) -> s
 
 
 @functools.lru_cache(maxsize=None)
-def _name(dtype: np.dtype) -> str:
+def dtype_name(dtype: np.dtype) -> str:
     """``dtype.name``, which numpy works out in Python at every call; a graph has a few dtypes."""
     return dtype.name
+
+
+_name = dtype_name
 
 
 class Lowering(Pass):

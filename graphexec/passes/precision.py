@@ -31,6 +31,7 @@ from graphexec.errors import GraphExecError
 from graphexec.ir import Graph
 from graphexec.kernels.precision import PrecisionRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
+from graphexec.passes.lowering import dtype_name as _name
 from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind
 
 MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision",
@@ -132,7 +133,7 @@ def _moved(graph: Graph, task: Task, c: Choice) -> float:
             if t is None or not t.is_static:
                 continue
             before += t.nbytes
-            name = t.dtype.name if t.dtype is not None else ""
+            name = _name(t.dtype) if t.dtype is not None else ""
             after += t.nbytes // _WIDTH[name] * width if name in _WIDTH and width else t.nbytes
     return task.bytes * after / before if before else task.bytes
 
