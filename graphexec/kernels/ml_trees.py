@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from graphexec.kernels import cost_ops
-from graphexec.kernels.ml_common import ML, as_rows, labels_of, post_transform
+from graphexec.kernels.ml_common import ML, POST, as_rows, labels_of, post_transform
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 LEAF, LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(8)
@@ -199,10 +199,9 @@ def _sum_trees(res: np.ndarray, table: np.ndarray, leaves: np.ndarray, how: str)
 
 @register("TreeEnsembleRegressor", domain=ML, cost=cost_ops.per_row(cost_ops.trees))
 def tree_ensemble_regressor(ctx: OpContext, x: np.ndarray) -> np.ndarray:
-    how = ctx.attr("aggregate_function", "SUM")
-    if x.dtype not in (np.float32, np.float64) or how not in ("SUM", "AVERAGE", "MIN", "MAX") \
-            or ctx.attr("post_transform", "NONE") != "NONE":
-        raise Unsupported(f"TreeEnsembleRegressor: {x.dtype}, {how}, post_transform")
+    how, post = ctx.attr("aggregate_function", "SUM"), ctx.attr("post_transform", "NONE")
+    if x.dtype not in (np.float32, np.float64) or how not in ("SUM", "AVERAGE", "MIN", "MAX") or post not in POST:
+        raise Unsupported(f"TreeEnsembleRegressor: {x.dtype}, {how}, post_transform {post}")
     x = as_rows(ctx.op, x, None)
     k = int(ctx.attr("n_targets"))
     forest, index = _cached(ctx, "forest", lambda: _legacy_forest(ctx))
@@ -216,7 +215,16 @@ def tree_ensemble_regressor(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     base = ctx.attr("base_values", None)
     if base is not None:
         res += np.array(base, dtype=np.float32).reshape(1, -1)   # float attributes are float32 in the reference
-    return res
+    return regression_transform(post, res)
+
+
+def regression_transform(post: str, res: np.ndarray) -> np.ndarray:
+    """A regressor's post_transform as onnxruntime applies it (the reference has none): on
+    two targets or more, each transform of ``ml_common.POST``; on one, PROBIT only (a single
+    score is not a distribution; onnxruntime's ``write_scores`` leaves it as it is)."""
+    if post == "NONE" or (res.shape[1] == 1 and post != "PROBIT"):
+        return res
+    return POST[post](res).astype(res.dtype, copy=False)
 
 
 @register("TreeEnsembleClassifier", domain=ML, cost=cost_ops.per_row(cost_ops.trees))
@@ -291,8 +299,9 @@ def _members(a: dict, modes: np.ndarray) -> dict[int, np.ndarray]:
 @register("TreeEnsemble", domain=ML, since=5, cost=cost_ops.per_row(cost_ops.trees))
 def tree_ensemble(ctx: OpContext, x: np.ndarray) -> np.ndarray:
     how = int(ctx.attr("aggregate_function", 1))
-    if x.dtype.kind != "f" or how not in (0, 1, 2, 3) or int(ctx.attr("post_transform", 0)) != 0:
-        raise Unsupported(f"TreeEnsemble: {x.dtype}, aggregate {how}, post_transform")
+    post = int(ctx.attr("post_transform", 0))
+    if x.dtype.kind != "f" or how not in (0, 1, 2, 3) or not 0 <= post < len(_V5_POST):
+        raise Unsupported(f"TreeEnsemble: {x.dtype}, aggregate {how}, post_transform {post}")
     x = as_rows(ctx.op, x, None)
     forest, targets, weights = _cached(ctx, "forest", lambda: _v5_forest(ctx))
     k = int(ctx.attr("n_targets"))
@@ -310,4 +319,7 @@ def tree_ensemble(ctx: OpContext, x: np.ndarray) -> np.ndarray:
             res[rows, tid] += w / leaves.shape[1]
         else:
             res[rows, tid] = (np.minimum if how == 2 else np.maximum)(res[rows, tid], w)
-    return res
+    return regression_transform(_V5_POST[post], res)
+
+
+_V5_POST = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")   # TreeEnsemble-5's post_transform enum

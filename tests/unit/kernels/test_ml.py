@@ -151,3 +151,42 @@ def test_exported_models_equal_onnxruntime_and_the_reference():
         for node in model.graph.node:
             node.input[:] = ["x" if i == "X" else i for i in node.input]
         _check(model, x[:100], rtol=1e-4)
+
+
+@pytest.mark.parametrize("post", ["LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
+@pytest.mark.parametrize("targets", [1, 3])
+def test_tree_ensemble_regressor_post_transform_as_onnxruntime(post, targets):
+    """The reference has no regressor post_transform (it raises); onnxruntime applies each
+    to two targets or more and only PROBIT to one score."""
+    attrs = random_trees(RNG, 5, 3, 6, targets, "target")
+    model = one_node("TreeEnsembleRegressor", 1, 6, n_targets=targets, post_transform=post, **attrs)
+    x = _x()
+    _same(_ours(model, x), _ort(model, x), rtol=1e-5)
+
+
+def _tree_ensemble_5(targets: int, post: int) -> onnx.ModelProto:
+    """TreeEnsemble-5: per target t one stump on feature t (x <= 0.1 t), leaves 2t and 2t+1."""
+    leaf_w = np.random.default_rng(targets).normal(size=2 * targets).astype(np.float32)
+    node = onnx.helper.make_node(
+        "TreeEnsemble", ["x"], ["y0"], domain="ai.onnx.ml", n_targets=targets, aggregate_function=1,
+        post_transform=post, tree_roots=list(range(targets)), nodes_featureids=list(range(targets)),
+        nodes_splits=onnx.numpy_helper.from_array(np.arange(targets, dtype=np.float32) * 0.1),
+        nodes_modes=onnx.numpy_helper.from_array(np.zeros(targets, np.uint8)),
+        nodes_truenodeids=[2 * t for t in range(targets)], nodes_trueleafs=[1] * targets,
+        nodes_falsenodeids=[2 * t + 1 for t in range(targets)], nodes_falseleafs=[1] * targets,
+        leaf_targetids=[t // 2 for t in range(2 * targets)], leaf_weights=onnx.numpy_helper.from_array(leaf_w))
+    x = onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 6])
+    graph = onnx.helper.make_graph([node], "te5", [x], [onnx.ValueInfoProto(name="y0")])
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21),
+                                                        onnx.helper.make_opsetid("ai.onnx.ml", 5)])
+
+
+@pytest.mark.parametrize("post", [1, 2, 3, 4])
+@pytest.mark.parametrize("targets", [1, 3])
+def test_tree_ensemble_5_post_transform_as_onnxruntime(post, targets):
+    """The reference ignores TreeEnsemble's post_transform; onnxruntime applies it as for the
+    regressor, but reads the enum in its own order (1 LOGISTIC, 2 SOFTMAX) where the spec has
+    1 SOFTMAX, 2 LOGISTIC: ours follows the spec, so it equals onnxruntime given the other value."""
+    x = _x(nan=False)
+    ours = _ours(_tree_ensemble_5(targets, post), x)
+    _same(ours, _ort(_tree_ensemble_5(targets, {1: 2, 2: 1}.get(post, post)), x), rtol=1e-5)
