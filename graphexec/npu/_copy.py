@@ -18,6 +18,7 @@ from numpy.lib.array_utils import byte_bounds
 
 from graphexec.errors import DeviceError
 from graphexec.npu import _launch
+from graphexec.npu._checks import device_dtype, value_of
 from graphexec.npu._state import STATE, Card
 from graphexec.npu._tensor import Storage, Tensor
 
@@ -26,7 +27,7 @@ def empty_on(card: Card, dtype: np.dtype, shape: tuple[int, ...]) -> Tensor:
     """A new tensor on ``card`` from its allocator, for the current stream (bytes as found)."""
     if not card.alive:
         card.check()
-    dt = np.dtype(dtype)
+    dt = device_dtype(dtype, "a tensor on " + card.name)   # every way onto a card comes here
     store = Storage(card, math.prod(shape) * dt.itemsize, card.current)
     if STATE.capture is not None:
         STATE.capture.keep(store)
@@ -110,7 +111,12 @@ def between_cards(t: Tensor, dst: Card) -> Tensor:
 def copy_into(dst: Tensor, src: Any) -> None:
     """``dst[...] = src`` in stream order (a host destination is written at once)."""
     if dst._store is None:
-        dst._arr[...] = src.numpy() if isinstance(src, Tensor) else src
+        value = src.numpy() if isinstance(src, Tensor) else value_of(src, dst.dtype, "Tensor.copy_")
+        try:
+            dst._arr[...] = value
+        except ValueError as e:
+            raise DeviceError(f"copy_: a source of shape {list(value.shape)} does not broadcast to "
+                              f"{list(dst.shape)} ({e})") from None
         return
     card = dst.card()
     if isinstance(src, Tensor):
@@ -120,7 +126,7 @@ def copy_into(dst: Tensor, src: Any) -> None:
         read: Any = sview.copy
         reads = [span(src)] if _checked(card) else ()
     else:
-        value = np.asarray(src, dtype=dst.dtype)
+        value = value_of(src, dst.dtype, "Tensor.copy_")
         read, reads = (lambda: value), ()
     view = dst._arr
     shape = src.shape if isinstance(src, Tensor) else value.shape

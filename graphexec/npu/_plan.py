@@ -23,6 +23,7 @@ import numpy as np
 from graphexec.errors import GraphError, GraphExecError
 from graphexec.frontend.builder import GraphBuilder
 from graphexec.kernels.dispatch import NodeRunner
+from graphexec.npu._checks import operand
 from graphexec.npu._tensor import Tensor
 from graphexec.passes.lowering import lower
 from graphexec.profiling.summary import tensor_cells
@@ -89,6 +90,7 @@ def signature(x: Any) -> tuple[Any, Any]:
         return float, (x if x == x and x else FLOAT_BITS(x))
     if t is int or t is bool:
         return t, x
+    operand(x, "an op")   # checked here, at the call: a bad one failed the kernel, seen at the next op
     return "const", _frozen(x)
 
 

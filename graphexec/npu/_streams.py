@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 from graphexec.errors import DeviceError, GraphExecError
 from graphexec.npu import _launch
+from graphexec.npu._checks import instance
 from graphexec.npu._state import HIGH, NORMAL, STATE, Card, parse_device
 from graphexec.runtime.codes import RT_EVENT_NOT_COMPLETE, acl_error, invalid_handle
 from graphexec.runtime.stream import Event as RtEvent
@@ -74,6 +75,7 @@ class Stream:
 
     def wait_event(self, event: Event) -> None:
         """Work launched later on this stream waits for ``event``'s newest record."""
+        instance(event, Event, "Stream.wait_event")
         rt = self.check()
         if event.rt is None or not event.recorded:
             return   # never recorded: nothing to wait for, as in torch
@@ -82,9 +84,11 @@ class Stream:
 
     def wait_stream(self, stream: Stream) -> None:
         """Work launched later on this stream waits for all work launched so far on ``stream``."""
+        instance(stream, Stream, "Stream.wait_stream")
         self.wait_event(stream.record_event())
 
     def record_event(self, event: Event | None = None) -> Event:
+        instance(event, Event, "Stream.record_event", optional=True)
         event = event if event is not None else Event()
         event.record(self)
         return event
@@ -123,6 +127,7 @@ class Event:
         self.recorded = False   # a record was launched or captured (a captured one has no record task yet)
 
     def record(self, stream: Stream | None = None) -> None:
+        instance(stream, Stream, "Event.record", optional=True)
         stream = stream if stream is not None else current_stream()
         rt = stream.check()
         card = stream.card
@@ -135,6 +140,7 @@ class Event:
         self.recorded = True
 
     def wait(self, stream: Stream | None = None) -> None:
+        instance(stream, Stream, "Event.wait", optional=True)
         (stream if stream is not None else current_stream()).wait_event(self)
 
     def query(self) -> bool:
@@ -153,6 +159,7 @@ class Event:
 
     def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds of simulated time from this event's record to ``end_event``'s."""
+        instance(end_event, Event, "Event.elapsed_time")
         if not (self.enable_timing and end_event.enable_timing):
             raise GraphExecError("elapsed_time needs both events made with enable_timing=True")
         if self.rt is None or end_event.rt is None or self.rt.record_task is None or \
@@ -186,6 +193,7 @@ def stream(s: Stream | None) -> Iterator[Stream | None]:
     if s is None:
         yield None
         return
+    instance(s, Stream, "npu.stream")
     card = s.card
     before, current = STATE.current_device, card.current
     card.current = s.check()

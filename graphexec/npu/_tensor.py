@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from graphexec.errors import DeviceError, GraphExecError
+from graphexec.npu._checks import device_dtype, value_of
 from graphexec.npu._state import STATE, Card, parse_device
 from graphexec.runtime.stream import Stream as RtStream
 
@@ -75,6 +76,8 @@ class Storage:
         return np.ndarray(shape, dtype, self.data, self.offset)
 
     def __del__(self) -> None:
+        if getattr(self, "ptr", None) is None:   # its malloc raised (out of memory): nothing to free
+            return
         if self.card.alive:
             self.card.allocator.free(self.ptr)
             if MEMORY_HOOKS:
@@ -161,6 +164,8 @@ class Tensor:
 
         if isinstance(device, (type, np.dtype)):   # x.to(np.float16): a cast, as torch's to(dtype)
             device, dtype = None, device
+        if dtype is not None:
+            dtype = device_dtype(dtype, "Tensor.to")
         out = to_device(self, parse_device(device) if device is not None else
                         (None if self._store is None else self._store.card.index))
         return out if dtype is None or np.dtype(dtype) == out.dtype else out.type(dtype)
@@ -189,7 +194,7 @@ class Tensor:
         """Cast (ONNX Cast, launched like any op)."""
         from graphexec.npu.ops import cast
 
-        return cast(self, dtype)
+        return cast(self, device_dtype(dtype, "Tensor.type"))
 
     def copy_(self, src: Any) -> Tensor:
         """Copy ``src`` (a tensor or number, broadcast) into this tensor's bytes, in stream order."""
@@ -230,7 +235,7 @@ class Tensor:
         from graphexec.npu.ops import reshape
 
         dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return reshape(self, np.array(dims, dtype=np.int64))
+        return reshape(self, value_of(dims, np.dtype(np.int64), "Tensor.reshape"))
 
     view = reshape
 

@@ -20,6 +20,7 @@ from onnx import helper
 from graphexec.errors import DeviceError, GraphExecError
 from graphexec.kernels.cost import node_cost
 from graphexec.npu import _launch, _tensor
+from graphexec.npu._checks import operand
 from graphexec.npu._copy import empty_on, span
 from graphexec.npu._launch import Kernel, store
 from graphexec.npu._plan import FLOAT_BITS, PLANS, attrs_key, cached, plan_for, signature
@@ -83,6 +84,7 @@ def run_op(op: str, args: list[Any], attrs: dict[str, Any], outputs: int = 1) ->
         elif isinstance(a, Tensor):   # a subclass: plan_key's key is its dtype and shape
             return _general(op, args, attrs, outputs)
         else:
+            operand(a, op)   # npu/_checks.py: at the call, named by its op
             key += signature(a)
     if attrs:
         key.append(attrs_key(attrs))

@@ -14,7 +14,9 @@ import onnx
 from onnx import helper
 
 from hardening import bad_inputs as B
+from graphexec.errors import AclError
 from hardening.round_two import Case, Make
+from hardening.round_two_api import ApiCase
 
 # what a hostile name carries: a screen clear, an OSC title, BEL, CR, a bidi override and isolate
 HOSTILE = "\x1b[2J\x1b]0;pwn\x07\r\u202e\u2066"
@@ -240,4 +242,57 @@ def hostile_model(folder: Path) -> Path:
     nodes = [mk("Relu", ["x"], ["@t" + HOSTILE], name=bad), mk("Neg", ["@t" + HOSTILE], ["+y\nfake"], name="-n2\nfake")]
     return B.write(folder, f"m{HOSTILE}.onnx", B.model(nodes, outputs=("+y\nfake",), name="g" + HOSTILE))
 
-CORPUS: list[Case] = ROUND_THREE + EXIT_PROFILE   # what the corpus report counts for issue 39
+
+
+def _npu(code: str) -> Callable[[], Any]:
+    """Run ``code`` with ``npu`` and ``np`` in scope (a device tensor ``x`` of 3 ones ready)."""
+    def call() -> Any:
+        import numpy as np
+
+        import graphexec.npu as npu
+
+        x = npu.ones(3, device="npu")
+        npu.synchronize()
+        exec(code, {"npu": npu, "np": np, "x": x})
+    return call
+
+
+INVALID = "ACL_ERROR_INVALID_PARAM (100000): "
+NOT_ON_DEVICE = "cannot live on a device (bool, integer, float and complex dtypes only)"
+EAGER = [
+    ApiCase("eager", "empty_object_on_a_card_read_back", _npu(
+        "y = npu.full((64,), 3.5, device='npu'); del y; npu.empty(8, dtype=object, device='npu').cpu().numpy()"),
+        AclError, INVALID + "a tensor on npu:0: dtype object " + NOT_ON_DEVICE),
+    ApiCase("eager", "empty_object_issue_39", _npu("npu.empty(8, dtype=object).cpu()"),
+            AclError, INVALID + "a tensor on npu:0: dtype object " + NOT_ON_DEVICE),   # the current device
+    ApiCase("eager", "full_object", _npu("npu.full((2,), 1, dtype=object, device='npu')"),
+            AclError, INVALID + "npu.full: dtype object " + NOT_ON_DEVICE),
+    ApiCase("eager", "from_numpy_object_npu", _npu("npu.from_numpy(np.array([1, 'a'], dtype=object)).npu()"),
+            AclError, INVALID + "npu.from_numpy: dtype object " + NOT_ON_DEVICE),
+    ApiCase("eager", "tensor_of_objects", _npu("npu.tensor([object()], device='npu')"),
+            AclError, INVALID + "npu.tensor: dtype object " + NOT_ON_DEVICE),
+    ApiCase("eager", "wait_event_string", _npu("npu.current_stream().wait_event('x')"),
+            AclError, INVALID + "Stream.wait_event: expects an npu.Event, got str"),
+    ApiCase("eager", "event_record_string", _npu("npu.Event().record('s')"),
+            AclError, INVALID + "Event.record: expects an npu.Stream or None, got str"),
+    ApiCase("eager", "add_object", _npu("x + object()"),
+            AclError, INVALID + "Add: an operand must be a tensor, a number or an array of numbers, not object"),
+    ApiCase("eager", "full_with_an_array", _npu("npu.full([2, 2], np.arange(3.0), device='npu')"),
+            AclError, INVALID + "npu.full: the value must be a number, not an array of shape [3]"),
+    ApiCase("eager", "full_uint8_minus_one", _npu("npu.full((2,), -1, dtype=np.uint8, device='npu')"),
+            AclError, INVALID + "npu.full: -1 is not a uint8 value (Python integer -1 out of bounds for uint8)"),
+    ApiCase("eager", "randn_past_the_host_budget", _npu("npu.randn(2**40)"),
+            AclError, INVALID + "npu.randn: a tensor of shape [1099511627776] needs 8796093022208 bytes, more than "
+            "the host budget of 8589934592 bytes (GRAPHEXEC_HOST_BUDGET)"),
+    ApiCase("eager", "to_a_nonsense_dtype", _npu("x.to(dtype='nonsense')"),
+            AclError, INVALID + "Tensor.to: dtype 'nonsense' is not a dtype"),
+    ApiCase("eager", "copy_an_object", _npu("x.copy_(object())"),
+            AclError, INVALID + "Tensor.copy_: an operand must be a tensor, a number or an array of numbers, not object"),
+    ApiCase("eager", "reshape_to_none", _npu("x.reshape(None)"),
+            AclError, INVALID + "Tensor.reshape: an operand must be a tensor, a number or an array of numbers, not "
+            "tuple"),
+    ApiCase("eager", "empty_object_on_the_host", _npu("npu.empty(8, dtype=object, device='cpu')"),
+            AclError, INVALID + "npu.empty: dtype object " + NOT_ON_DEVICE),
+]
+
+CORPUS: list[Any] = ROUND_THREE + EXIT_PROFILE + EAGER   # what the corpus report counts for issue 39

@@ -18,7 +18,7 @@ import pytest
 
 from graphexec._render import UNSAFE
 from hardening import bad_inputs as B
-from hardening.round_three import HOSTILE, ROUND_THREE, hostile_model
+from hardening.round_three import EAGER, HOSTILE, ROUND_THREE, hostile_model
 from hardening.test_corpus import ROOT, expected, run_cli
 
 FORMULA = re.compile(r"[=+\-@\t\r]")
@@ -179,3 +179,42 @@ def test_json_is_standard_json_always(tmp_path, capsys):
         rc, out, err = run_cli(args, capsys)
         assert rc == 0, err
         _strict(out)
+
+
+def test_eager_fuzz_no_input_ends_the_interpreter_with_a_signal(request):
+    """Random dtypes, shapes and argument types through the eager API's entry points, in a
+    process of its own: it must exit 0 (a signal, SIGSEGV on an object dtype's read-back
+    among them, would end it), and every error it met must be the documented family."""
+    n = 2000 if request.config.getoption("--long") else 200
+    p = subprocess.run([sys.executable, str(Path(__file__).with_name("eager_fuzz.py")), "0", str(n)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    seen = dict(line.split() for line in p.stdout.splitlines())
+    assert set(seen) <= {"AclError", "GraphExecError", "DeviceError", "OutOfMemoryError", "KernelError",
+                         "GraphError"}, seen
+
+
+@pytest.mark.parametrize("case", EAGER, ids=[c.name for c in EAGER])
+def test_issue_39_case_api_raises_its_line(case):
+    with pytest.raises(case.error) as err:
+        case.call()
+    assert str(err.value) == case.message
+
+
+def test_out_of_memory_leaves_no_del_traceback():
+    """A storage whose malloc raised is collected quietly (its __del__ printed a traceback)."""
+    import gc
+
+    import graphexec.npu as npu
+    from graphexec.errors import OutOfMemoryError
+
+    unraisable = []
+    before, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with pytest.raises(OutOfMemoryError):
+            npu.empty(2**40, device="npu")
+        gc.collect()
+    finally:
+        sys.unraisablehook = before
+    assert unraisable == []
