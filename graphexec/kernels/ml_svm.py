@@ -16,6 +16,7 @@ import numpy as np
 
 from graphexec.kernels import cost_ops
 from graphexec.kernels.ml_common import ML, POST, labels_of, need_floats
+from graphexec.kernels.ml_svm_proba import couple, pairwise
 from graphexec.kernels.registry import OpContext, Unsupported, register
 
 
@@ -106,8 +107,8 @@ def svm_classifier(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarra
     x = _rows(ctx, x)
     ints, strings = ctx.attr("classlabels_ints", None), ctx.attr("classlabels_strings", None)
     how = ctx.attr("post_transform", "NONE")
-    if ctx.attr("prob_a", None) or how not in POST:
-        raise Unsupported("SVMClassifier: probabilities or an unknown post_transform")
+    if how not in POST:
+        raise Unsupported(f"SVMClassifier: post_transform {how!r}")
     n_class = max(len(ints or strings or []), 1)
     per_class = [int(v) for v in ctx.attr("vectors_per_class", None) or []]
     coef32, rho = need_floats(ctx, "coefficients"), need_floats(ctx, "rho", x.dtype)
@@ -118,6 +119,8 @@ def svm_classifier(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarra
         votes, scores = _one_vs_one(ctx, k, coef32.astype(x.dtype).reshape(-1, n_vec), per_class, rho)
         best = np.argmax(votes, axis=1)
         weight = votes[np.arange(len(x)), best]
+        if ctx.attr("prob_a", None):   # scores become class probabilities; the label is still the vote's
+            return _probabilities(ctx, x, scores, ints, strings, best, weight, len(rho), how)
     else:
         scores = (x @ coef32.astype(x.dtype).reshape(n_class, -1).T + rho[0]).astype(x.dtype)
         best = np.argmax(scores, axis=1)
@@ -126,6 +129,20 @@ def svm_classifier(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarra
     if scores.shape[1] == 1:
         return labels, _binary_scores(how, scores, len(ints or []) == 2).astype(x.dtype)
     return labels, POST[how](scores.copy()).astype(x.dtype)
+
+
+def _probabilities(ctx: OpContext, x: np.ndarray, scores: np.ndarray, ints: Any, strings: Any,
+                   best: np.ndarray, weight: np.ndarray, n_rho: int, how: str) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and scores of an SVC with Platt's probabilities (``ml_svm_proba``): the reference's
+    labels with probabilities on (the winning class, no rule on its weight), its post_transform
+    applied to the probabilities."""
+    n_class = len(ints or strings or [])
+    a, b = need_floats(ctx, "prob_a", x.dtype), need_floats(ctx, "prob_b", x.dtype)
+    if n_class < 2 or len(a) != scores.shape[1] or len(b) != len(a) or scores.shape[1] != n_class * (n_class - 1) // 2:
+        raise Unsupported(f"SVMClassifier: {len(a)} probability pairs for {n_class} classes")
+    proba = couple(pairwise(scores, a, b, n_class))
+    labels = _labels(ctx, ints, strings, best, weight, n_rho, False)
+    return labels, POST[how](proba).astype(x.dtype)
 
 
 def _labels(ctx: OpContext, ints: Any, strings: Any, best: np.ndarray, weight: np.ndarray, n_rho: int,

@@ -190,3 +190,27 @@ def test_tree_ensemble_5_post_transform_as_onnxruntime(post, targets):
     x = _x(nan=False)
     ours = _ours(_tree_ensemble_5(targets, post), x)
     _same(ours, _ort(_tree_ensemble_5(targets, {1: 2, 2: 1}.get(post, post)), x), rtol=1e-5)
+
+
+@pytest.mark.parametrize("classes", [2, 3, 4])
+def test_svm_classifier_probabilities(classes):
+    """Platt's sigmoid and libsvm's coupling: onnxruntime always; the reference for two classes
+    (from three on it builds the coupling matrix differently, see ml_svm_proba)."""
+    per_class, feats = [3, 4, 2, 3][:classes], 5
+    n, pairs = sum(per_class), classes * (classes - 1) // 2
+    model = one_node("SVMClassifier", 2, feats, classlabels_ints=list(range(7, 7 + classes)), kernel_type="RBF",
+                     kernel_params=[0.3, 0.0, 3.0], vectors_per_class=per_class,
+                     support_vectors=RNG.normal(size=n * feats).astype(np.float32).tolist(),
+                     coefficients=RNG.normal(size=(classes - 1) * n).astype(np.float32).tolist(),
+                     rho=RNG.normal(size=pairs).astype(np.float32).tolist(),
+                     prob_a=(-RNG.random(pairs) * 3).astype(np.float32).tolist(),
+                     prob_b=(RNG.normal(size=pairs) * 0.2).astype(np.float32).tolist())
+    x = _x(rows=200, feats=feats, nan=False)
+    ours = _ours(model, x)
+    assert ours[1].shape == (200, classes)
+    np.testing.assert_allclose(ours[1].sum(axis=1), 1, rtol=1e-5)
+    _same(ours, _ort(model, x), rtol=1e-4)
+    if classes == 2:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _same(ours, ReferenceEvaluator(model).run(None, {"x": x}), rtol=1e-4)
