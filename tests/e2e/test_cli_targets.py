@@ -61,10 +61,10 @@ def test_view_will_not_write_over_a_file_of_the_folder_it_reads(tmp_path, capsys
 
 
 @pytest.mark.parametrize("doc,why", [
-    ({"traceEvents": [5]}, "traceEvents[0] is not an object"),
-    ({"traceEvents": [{"ph": "X", "name": "k", "dur": 1}]}, "traceEvents[0] (a complete event) has no 'ts' of the right type"),
+    ({"traceEvents": [5]}, "traceEvents[0]: not an object"),
+    ({"traceEvents": [{"ph": "X", "name": "k", "dur": 1}]}, "traceEvents[0].ts: Field required"),
     ({"traceEvents": [], "otherData": {"runs": [{"diagnosis": {}}]}},
-     "otherData.runs is not a list of runs, each with its 'run' number"),
+     "otherData.runs[0].run: Field required"),
 ])
 def test_a_malformed_timeline_is_one_line(tmp_path, capsys, doc, why):
     import json
