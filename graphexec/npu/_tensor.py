@@ -16,6 +16,7 @@ import numpy as np
 from graphexec.errors import DeviceError, GraphExecError
 from graphexec.npu._checks import device_dtype, value_of
 from graphexec.npu._state import STATE, Card, parse_device
+from graphexec.npu._tensor_api import TensorMethods
 from graphexec.runtime.stream import Stream as RtStream
 
 RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported (it imports this module)
@@ -85,7 +86,7 @@ class Storage:
                     hook(self.card, self.ptr, -self.nbytes)
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """A tensor on the host (``device="cpu"``) or on a card (``"npu:N"``).
 
     Example:
@@ -144,10 +145,6 @@ class Tensor:
         if int(np.prod(self.shape)) != 1:
             raise GraphExecError(f"the truth value of a tensor of {int(np.prod(self.shape))} values is ambiguous")
         return bool(self.item())
-
-    def __repr__(self) -> str:
-        where = "" if self._store is None else f", device='{self.device}'"
-        return f"tensor(shape={list(self.shape)}, dtype={self.dtype}{where})"
 
     def card(self) -> Card:
         """The card of a device tensor (checked alive)."""
@@ -256,14 +253,14 @@ class Tensor:
     def __rtruediv__(self, o: Any) -> Any: return BINARY[0]("Div", o, self)
     def __matmul__(self, o: Any) -> Any: return RUN_OP[0]("MatMul", [self, o], _NO_ATTRS)
     def __rmatmul__(self, o: Any) -> Any: return RUN_OP[0]("MatMul", [o, self], _NO_ATTRS)
-    def __pow__(self, o: Any) -> Any: return RUN_OP[0]("Pow", [self, o], _NO_ATTRS)
+    def __pow__(self, o: Any) -> Any: return BINARY[0]("Pow", self, o)
     def __neg__(self) -> Any: return self._op("Neg", self)
     def __abs__(self) -> Any: return self._op("Abs", self)
-    def __lt__(self, o: Any) -> Any: return RUN_OP[0]("Less", [self, o], _NO_ATTRS)
-    def __le__(self, o: Any) -> Any: return RUN_OP[0]("LessOrEqual", [self, o], _NO_ATTRS)
-    def __gt__(self, o: Any) -> Any: return RUN_OP[0]("Greater", [self, o], _NO_ATTRS)
-    def __ge__(self, o: Any) -> Any: return RUN_OP[0]("GreaterOrEqual", [self, o], _NO_ATTRS)
-    def __eq__(self, o: Any) -> Any: return RUN_OP[0]("Equal", [self, o], _NO_ATTRS)  # type: ignore[override]
+    def __lt__(self, o: Any) -> Any: return BINARY[0]("Less", self, o)
+    def __le__(self, o: Any) -> Any: return BINARY[0]("LessOrEqual", self, o)
+    def __gt__(self, o: Any) -> Any: return BINARY[0]("Greater", self, o)
+    def __ge__(self, o: Any) -> Any: return BINARY[0]("GreaterOrEqual", self, o)
+    def __eq__(self, o: Any) -> Any: return BINARY[0]("Equal", self, o)  # type: ignore[override]
 
     def __ne__(self, o: Any) -> Any:  # type: ignore[override]
-        return self._op("Not", self._op("Equal", self, o))
+        return self._op("Not", BINARY[0]("Equal", self, o))

@@ -19,11 +19,12 @@ from onnx import helper
 
 from graphexec.errors import DeviceError, GraphExecError
 from graphexec.kernels.cost import node_cost
-from graphexec.npu import _launch, _tensor
+from graphexec.npu import _launch, _tensor, _tensor_api
 from graphexec.npu._checks import operand
 from graphexec.npu._copy import empty_on, span
 from graphexec.npu._launch import Kernel, store
 from graphexec.npu._plan import FLOAT_BITS, PLANS, attrs_key, cached, plan_for, signature
+from graphexec.npu._promote import promote
 from graphexec.npu._state import STATE, Card
 from graphexec.npu._tensor import _NO_ATTRS, Storage, Tensor
 from graphexec.runtime.sim import DeviceTask
@@ -100,18 +101,19 @@ def binary(op: str, a: Any, b: Any) -> Any:
         held = a._store
         if held is not None:
             arr = a._arr
-            if tb is float:
+            if tb is float and arr.dtype.kind == "f":
                 return _planned((op, 1, arr.dtype, arr.shape, float, b if b == b and b else FLOAT_BITS(b)),
                                 op, [a, b], _NO_ATTRS, 1, held.card, arr)
-            if tb is Tensor and b._store is not None and b._store.card is held.card:
+            if tb is Tensor and b._store is not None and b._store.card is held.card and b._arr.dtype == arr.dtype \
+                    and (arr.dtype.kind == "f" or op != "Div"):
                 other = b._arr
                 return _planned((op, 1, arr.dtype, arr.shape, other.dtype, other.shape),
                                 op, [a, b], _NO_ATTRS, 1, held.card, [arr, other])
-    elif ta is float and tb is Tensor and b._store is not None:
+    elif ta is float and tb is Tensor and b._store is not None and b._arr.dtype.kind == "f":
         arr = b._arr
         return _planned((op, 1, float, a if a == a and a else FLOAT_BITS(a), arr.dtype, arr.shape),
                         op, [a, b], _NO_ATTRS, 1, b._store.card, arr)
-    return run_op(op, [a, b], _NO_ATTRS)
+    return run_op(op, list(promote(op, a, b)), _NO_ATTRS)   # torch's promotion (``_promote.py``)
 
 
 def _planned(k: tuple[Any, ...], op: str, args: list[Any], attrs: dict[str, Any], outputs: int, card: Card | None,
@@ -168,6 +170,7 @@ def _general(op: str, args: list[Any], attrs: dict[str, Any], outputs: int) -> A
 
 
 _tensor.RUN_OP.append(run_op)
+_tensor_api.RUN_OP.append(run_op)
 _tensor.BINARY.append(binary)
 
 
