@@ -321,10 +321,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_settings() -> None:
+    """The environment's settings are options too: a bad one is refused before anything runs,
+    whether or not this model would read it."""
+    from graphexec._limits import host_budget
+    from graphexec.engine.control_runs import max_iterations
+
+    host_budget()
+    max_iterations()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         with sigterm_unwinds():   # SIGTERM unwinds like Ctrl-C: temporary files and folders are removed
+            check_settings()
             load_kernels(getattr(args, "kernels", None))
             return args.fn(args)
     except GraphExecError as e:

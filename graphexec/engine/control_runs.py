@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphexec._limits import over_budget
 from graphexec.engine.host_values import held_bytes, owned
-from graphexec.errors import KernelError, OutOfMemoryError
+from graphexec.errors import GraphExecError, KernelError, OutOfMemoryError
 from graphexec.ir import Node
 from graphexec.plan import Task
 from graphexec.runtime.sim import DeviceTask
@@ -24,12 +25,25 @@ MAX_ITERATIONS_VAR = "GRAPHEXEC_MAX_LOOP_ITERATIONS"
 DEFAULT_MAX_ITERATIONS = 1_000_000
 
 
+# Host memory one launched task of a loop body keeps until the run ends (its simulated task,
+# its trace and profile records): ru_maxrss over tasks, measured on a Loop of a 20-node
+# body (6 tasks an iteration after fusion): 1,473 bytes a task at 1,000 iterations, 1,133
+# at 4,000; rounded up.
+HOST_BYTES_PER_TASK = 1536
+
+
 def max_iterations() -> int:
     """How many iterations one Loop may run (``GRAPHEXEC_MAX_LOOP_ITERATIONS``, default a
     million): a trip count of 10**12, or a condition that never turns false, is refused
-    rather than run until killed."""
-    text = os.environ.get(MAX_ITERATIONS_VAR, "")
-    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_MAX_ITERATIONS
+    rather than run until killed. A value that is no whole number >= 1 is refused as a bad
+    option is (``1e3`` and ``0`` were ignored in silence)."""
+    text = os.environ.get(MAX_ITERATIONS_VAR, "").strip()
+    if not text:
+        return DEFAULT_MAX_ITERATIONS
+    if not text.isdigit() or int(text) < 1:
+        raise GraphExecError(f"{MAX_ITERATIONS_VAR}={text!r}: must be a whole number of iterations >= 1 "
+                             f"(default {DEFAULT_MAX_ITERATIONS})")
+    return int(text)
 
 
 def _copy(value: Any) -> Any:
@@ -72,6 +86,16 @@ class ControlRun:
 
     def step(self, control: DeviceTask) -> bool:
         raise NotImplementedError
+
+
+def _trips_decide(body: Body) -> bool:
+    """Whether only the trip count can end the loop: the body's condition output is its
+    condition input passed on (through Identity nodes), as exporters write a for loop."""
+    name = body.graph.outputs[0]
+    producers = {o: n for n in body.graph.nodes for o in n.outputs}
+    while name in producers and producers[name].op == "Identity" and producers[name].inputs:
+        name = producers[name].inputs[0]
+    return len(body.formal) > 1 and name == body.formal[1]
 
 
 def _bool(value: Any, what: str, node: Node) -> bool:
@@ -118,6 +142,7 @@ class LoopRun(ControlRun):
                 acc.append(v)
             self.scan_bytes += sum(int(getattr(v, "nbytes", 0)) for v in scans)
             self._check_growth()
+            self._check_price()
         i = self.iterations
         if self.cond and (self.trips is None or i < self.trips):
             if i >= self.limit:
@@ -131,11 +156,32 @@ class LoopRun(ControlRun):
         self.write(self.carried + stacked)
         return False
 
+    def _check_price(self) -> None:
+        """What the loop's iterations keep on the host, priced once its body's size is known
+        (after the first iteration): all of them when the trip count says how many, else
+        those run so far; past the host budget the loop stops now, not after hours."""
+        assert self.ctx is not None
+        per_iteration = (len(self.ctx.tasks.tasks) + 2) * HOST_BYTES_PER_TASK   # + the switch's two markers
+        if self.iterations == 1:
+            self.decide = self.trips is not None and _trips_decide(self.bodies[0])
+        known = self.decide and self.cond and self.trips is not None
+        n = min(self.trips, self.limit) if known and self.trips is not None else self.iterations
+        problem = over_budget(n * per_iteration)
+        if problem:
+            when = f"{n} iterations" if known else f"after {n} iterations"
+            raise KernelError(f"node {self.node}: {when} of {per_iteration // HOST_BYTES_PER_TASK} tasks each, "
+                              f"{HOST_BYTES_PER_TASK} bytes of host memory a task: the loop {problem}; set "
+                              f"{MAX_ITERATIONS_VAR} lower to stop it earlier")
+
     def _check_growth(self) -> None:
         """Carried values and scan outputs live on the device: once they outgrow its HBM
         the loop stops with the device's out-of-memory error, not the host's."""
         held = sum(held_bytes(v) for v in self.carried) + self.scan_bytes   # carried sequences too
         capacity = self.parent.device.memory.capacity
+        problem = over_budget(held + self.scan_bytes)   # the scan outputs are stacked into a copy at the end
+        if problem:
+            raise KernelError(f"node {self.node}: its carried and scan values hold {held} bytes after "
+                              f"{self.iterations} iterations, and stacking the scans copies them: the loop {problem}")
         if held > capacity:
             raise OutOfMemoryError(f"node {self.node}: its carried and scan values hold {held} bytes after "
                                    f"{self.iterations} iterations, past the {capacity} bytes of device memory")

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import onnx
 from onnx import helper
 
@@ -295,4 +296,61 @@ EAGER = [
             AclError, INVALID + "npu.empty: dtype object " + NOT_ON_DEVICE),
 ]
 
-CORPUS: list[Any] = ROUND_THREE + EXIT_PROFILE + EAGER   # what the corpus report counts for issue 39
+
+
+def loop_model(trips: int, nodes: int = 20, scan: int = 0) -> onnx.ModelProto:
+    """A Loop of ``trips`` (int64 max: a while loop) whose body adds 1 through ``nodes`` - 1
+    Adds to a carried float32[16], its condition passed on; ``scan`` float32 elements of
+    scan output an iteration."""
+    vi, TP = helper.make_tensor_value_info, onnx.TensorProto
+    names = ["v_in"] + [f"t{k}" for k in range(1, nodes - 1)] + ["v_out"]
+    body_nodes = [mk("Identity", ["c_in"], ["c_out"])]
+    body_nodes += [mk("Add", [names[k], "one"], [names[k + 1]]) for k in range(nodes - 1)]
+    outs = [vi("c_out", TP.BOOL, []), vi("v_out", TP.FLOAT, [16])]
+    if scan:
+        body_nodes.append(mk("Expand", ["one", "scan_shape"], ["s_out"]))
+        outs.append(vi("s_out", TP.FLOAT, [scan]))
+    consts = [onnx.numpy_helper.from_array(np.array([1.0], np.float32), "one"),
+              onnx.numpy_helper.from_array(np.array([scan], np.int64), "scan_shape")]
+    body = helper.make_graph(body_nodes, "body", [vi("i", TP.INT64, []), vi("c_in", TP.BOOL, []),
+                                                  vi("v_in", TP.FLOAT, [16])], outs, consts[:1 + bool(scan)])
+    loop_outs = ["v"] + (["s"] if scan else [])
+    g = helper.make_graph([mk("Loop", ["M", "cond", "v0"], loop_outs, body=body, name="loop")], "loops",
+                          [vi("v0", TP.FLOAT, [16])], [vi(n, TP.FLOAT, None) for n in loop_outs],
+                          [onnx.numpy_helper.from_array(np.array(trips, np.int64), "M"),
+                           onnx.numpy_helper.from_array(np.array(True), "cond")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _loop(trips: int, **kw: int) -> Make:
+    return lambda d: ["run", B.write(d, "loop.onnx", loop_model(trips, **kw)), "--timing-only"]
+
+
+ITERATIONS = "GRAPHEXEC_MAX_LOOP_ITERATIONS"
+MUST_BE = ": must be a whole number of iterations >= 1 (default 1000000)"
+LOOPS = [
+    Case("loops", "max_iterations_1e3", _loop(10), ITERATIONS + "='1e3'" + MUST_BE),
+    Case("loops", "max_iterations_0", _loop(10), ITERATIONS + "='0'" + MUST_BE),
+    Case("loops", "max_iterations_negative", _loop(10), ITERATIONS + "='-5'" + MUST_BE),
+    Case("loops", "max_iterations_word", _loop(10), ITERATIONS + "='many'" + MUST_BE),
+    Case("loops", "max_iterations_0_no_loop", _relu_with(), ITERATIONS + "='0'" + MUST_BE),
+    Case("loops", "million_iterations_of_20_nodes", _loop(10**6),
+         "node loop (Loop): 1000000 iterations of 6 tasks each, 1536 bytes of host memory a task: the loop needs "
+         "9216000000 bytes, more than the host budget of 8589934592 bytes (GRAPHEXEC_HOST_BUDGET); set "
+         + ITERATIONS + " lower to stop it earlier"),
+    Case("loops", "while_loop_past_a_small_budget", _loop(2**63 - 1),
+         "node loop (Loop): after 114 iterations of 6 tasks each, 1536 bytes of host memory a task: the loop needs "
+         "1050624 bytes, more than the host budget of 1048576 bytes (GRAPHEXEC_HOST_BUDGET); set " + ITERATIONS
+         + " lower to stop it earlier"),
+    Case("loops", "scan_of_4_mib_an_iteration", _loop(1000, scan=1 << 20),
+         "node loop (Loop): its carried and scan values hold 33554496 bytes after 8 iterations, and stacking the "
+         "scans copies them: the loop needs 67108928 bytes, more than the host budget of 67108864 bytes "
+         "(GRAPHEXEC_HOST_BUDGET)"),
+]
+LOOP_ENV = {"max_iterations_1e3": {ITERATIONS: "1e3"}, "max_iterations_0": {ITERATIONS: "0"},
+            "max_iterations_negative": {ITERATIONS: "-5"}, "max_iterations_word": {ITERATIONS: "many"},
+            "max_iterations_0_no_loop": {ITERATIONS: "0"},
+            "while_loop_past_a_small_budget": {"GRAPHEXEC_HOST_BUDGET": str(1 << 20)},
+            "scan_of_4_mib_an_iteration": {"GRAPHEXEC_HOST_BUDGET": str(64 << 20)}}
+
+CORPUS: list[Any] = ROUND_THREE + EXIT_PROFILE + EAGER + LOOPS   # what the corpus report counts for issue 39

@@ -18,7 +18,7 @@ import pytest
 
 from graphexec._render import UNSAFE
 from hardening import bad_inputs as B
-from hardening.round_three import EAGER, HOSTILE, ROUND_THREE, hostile_model
+from hardening.round_three import EAGER, HOSTILE, LOOP_ENV, LOOPS, ROUND_THREE, hostile_model
 from hardening.test_corpus import ROOT, expected, run_cli
 
 FORMULA = re.compile(r"[=+\-@\t\r]")
@@ -218,3 +218,15 @@ def test_out_of_memory_leaves_no_del_traceback():
     finally:
         sys.unraisablehook = before
     assert unraisable == []
+
+
+@pytest.mark.parametrize("case", LOOPS, ids=[c.name for c in LOOPS])
+def test_issue_39_case_loops(case, tmp_path, capsys, monkeypatch):
+    """Loops priced and stopped with one line; environment settings validated as options."""
+    for var, value in LOOP_ENV.get(case.name, {}).items():
+        monkeypatch.setenv(var, value)
+    args = case.make(tmp_path)
+    t0 = time.process_time()
+    rc, out, err = run_cli(args, capsys)
+    assert (rc, err) == (case.rc, expected(args, case.message, tmp_path))
+    assert time.process_time() - t0 < 60   # refused, not run for minutes
