@@ -22,6 +22,7 @@ node's members are called directly, their arguments bound once (``FusedRunner.bo
 from __future__ import annotations
 
 from functools import partial
+from itertools import repeat
 from typing import Any, Callable
 
 import numpy as np
@@ -52,7 +53,7 @@ class Steps:
         self.ctx: ExecContext = ctx   # the running replay's context, for the ends that store
         n = len(kernels)
         self.starts: list[Callable[[], Any]] = [_nothing] * n
-        self.ends: list[Callable[[Any], None] | None] = [None] * n   # None: ``_store``, a direct step's
+        self.ends: list[Callable[[Any], None] | None] = [None] * n   # None: ``_store`` (a direct step's end)
         self.outs: list[Any] = [_NEVER] * n
         self.runners: list[NodeRunner | None] = [None] * n
         self.args: list[tuple[Any, ...]] = [()] * n
@@ -94,7 +95,11 @@ class Steps:
         self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)
         self.outs[i] = _NEVER if out is None else out
         self.runners[i], self.args[i] = runner, tuple(args)
-        self.into[i] = out if out is not None or runner.single is None else views.get(runner.single)
+        self.into[i] = into = out if out is not None or runner.single is None else views.get(runner.single)
+        if isinstance(getattr(bound, "__self__", None), repeat) and into is not None:   # a view bind's
+            res = bound()   # its views, made at bind time: the same array every run, no math to do
+            if type(res) is np.ndarray and res.shape == into.shape and res.dtype == into.dtype:
+                self.ends[i] = partial(into.__setitem__, Ellipsis)   # ``_store``'s copy, checked once
         return True
 
     def _hold(self, i: int, ctx: ExecContext) -> bool:

@@ -5,6 +5,7 @@ the kernels and the plain path they stand for (bytes equal, stats equal)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +203,8 @@ def test_the_committed_gpt2_decoder_replays_as_the_plain_path():
     results, session = _runs(graph, feeds)
     steps = session.compile(feeds)._steps
     assert sum(r is not None and r.bind is not None for r in steps.runners) >= 20
+    views = [e for e in steps.ends if isinstance(e, partial) and getattr(e.func, "__name__", "") == "__setitem__"]
+    assert len(views) >= 10   # the view binds' ends: their copy into the output, checked once
     _check_plain(graph, feeds, results)
 
 
