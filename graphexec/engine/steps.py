@@ -96,8 +96,8 @@ class Steps:
         self.outs[i] = _NEVER if out is None else out
         self.runners[i], self.args[i] = runner, tuple(args)
         self.into[i] = into = out if out is not None or runner.single is None else views.get(runner.single)
-        if isinstance(getattr(bound, "__self__", None), repeat) and into is not None:   # a view bind's
-            res = bound()   # its views, made at bind time: the same array every run, no math to do
+        if bound is not None and isinstance(getattr(bound, "__self__", None), repeat) and into is not None:
+            res = bound()   # a view bind's views, made at bind time: the same array every run, no math to do
             if type(res) is np.ndarray and res.shape == into.shape and res.dtype == into.dtype:
                 self.ends[i] = partial(into.__setitem__, Ellipsis)   # ``_store``'s copy, checked once
         return True
