@@ -15,11 +15,13 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
+from graphexec.cli.schema import cli_json_schema  # noqa: E402
 from graphexec.frontend.yaml_schema import graph_json_schema  # noqa: E402
 from graphexec.runtime.profiles import profile_json_schema  # noqa: E402
 from graphexec.runtime.systems import system_json_schema  # noqa: E402
 
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "cli.schema.json": cli_json_schema,
     "device.schema.json": profile_json_schema,
     "graph.schema.json": graph_json_schema,
     "system.schema.json": system_json_schema,

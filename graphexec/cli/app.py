@@ -16,9 +16,10 @@ import numpy as np
 
 import graphexec as gx
 from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
-from graphexec._render import json_text, term
+from graphexec._render import term
 from graphexec.cli import args as cli_args
 from graphexec.cli import calibrate as cli_calibrate
+from graphexec.cli import completion as cli_completion
 from graphexec.cli import decode as cli_decode
 from graphexec.cli import devices as cli_devices
 from graphexec.cli import files as cli_files
@@ -29,6 +30,10 @@ from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
 from graphexec.cli.args import UsageError
 from graphexec.cli.fallbacks import session_fallbacks
+from graphexec.cli.inputs import given_names as read_inputs_given
+from graphexec.cli.inputs import read_inputs
+from graphexec.cli.jsonout import emit
+from graphexec.cli.plan_json import plan_doc
 from graphexec.cli.values import flatten
 from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
@@ -75,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.timing_only and args.save:
         raise UsageError("--save: a --timing-only run computes no outputs to save")
     shapes = cli_args.shapes(args.shape)
-    made = [n for n in graph.inputs if n not in cli_args.pairs(args.input, "--input")]
+    made = [n for n in graph.inputs if n not in read_inputs_given(args.input, graph)]
     with cli_made.hinted(graph, made, shapes):
         feeds = _feeds_for(graph, args, session.profile)
     with Progress(3 + bool(args.profile)) as bar, cli_made.hinted(graph, made, shapes):   # the bar: a terminal only
@@ -93,10 +98,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.trace:
         write_one(args.trace, lambda tmp: tmp.write_text(json.dumps(result.trace)))
     if args.json:
-        print(json_text({"model": str(args.model), "device": session.profile.name,
-                         "inputs": {k: _describe(v) | {"made": k in made} for k, v in feeds.items()},
-                         "outputs": {k: _describe(v) for k, v in result.outputs.items()},
-                         "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()}, indent=2, default=float))
+        emit("run", {"model": str(args.model), "device": session.profile.name,
+                     "inputs": {k: _describe(v) | {"made": k in made} for k, v in feeds.items()},
+                     "outputs": {k: _describe(v) for k, v in result.outputs.items()},
+                     "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()})
     else:
         _print_summary(args.model, session, result, cli_made.input_lines(graph, feeds, made))
         if args.measured and session.multi is None:
@@ -155,7 +160,7 @@ def _print_summary(model: str, session: gx.Session, result: gx.Result, inputs: l
 
 
 def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:
-    feeds = cli_args.inputs(args.input, profile)
+    feeds = read_inputs(args.input, graph, profile)
     shapes = cli_args.shapes(args.shape)
     if all(n in feeds for n in graph.inputs) and not shapes:
         return feeds
@@ -192,7 +197,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         titles = [f"{r.streams} stream(s), {r.policy}: {r.makespan_us:,.1f} us" for r in cmp.rows]
         write_one(args.plot, lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
-        print(json_text(cmp.to_dict(), indent=2))
+        emit("compare", cmp.to_dict())
     else:
         print(f"{term(args.model)} on {term(cmp.sessions[0].profile.name)}")
         print(cmp.table())
@@ -211,6 +216,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                          precision_mode=args.precision_mode, precision_numerics=args.precision_numerics,
                          measured=args.measured)
     compiled = session.compile(_feeds_for(graph, args, session.profile))
+    if args.json:
+        emit("plan", plan_doc(str(args.model), session.profile.name, compiled))
+        return 0
     print(schedule_text(compiled, args.limit))
     print(memory_text(compiled.memory_plan, args.limit))
     return 0
@@ -247,9 +255,10 @@ _threads = _positive("--threads")
 
 
 def _model_options(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
-                   help="an input from a .npy file, or the value NAME of a .npz in --save's form "
-                        "(a sequence, map or optional too)")
+    p.add_argument("--input", action="append", metavar="NAME=FILE|FILE|DIR",
+                   help="NAME=FILE.npy, NAME=FILE.npz (the value NAME of a .npz in --save's form), NAME=FILE.pb "
+                        "(an ONNX TensorProto); or with no NAME a .npz of inputs by name, a .pb, or a folder of "
+                        "input_0.pb, input_1.pb, ... (onnxruntime_perf_test's test data)")
     p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...", help="shape of a generated input")
     p.add_argument("--launch", choices=["graph", "host"], default="graph",
                    help="graph: the task list is loaded with the model (GE graph mode, default); "
@@ -280,6 +289,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="graphexec", description="Run compute graphs on an emulated NPU runtime.")
+    p.add_argument("--version", action="version", version=f"graphexec {gx.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model and print its outputs and device time")
     run.add_argument("model", help="an .onnx or .yaml/.yml graph")
@@ -309,7 +319,7 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
     plan.add_argument("--policy", choices=POLICY_CHOICES)
     plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
-    _model_options(plan, json_flag=False)
+    _model_options(plan)
     cli_devices.spread_options(plan)
     plan.set_defaults(fn=cmd_plan)
     cli_graph.register(sub)
@@ -318,6 +328,7 @@ def parser() -> argparse.ArgumentParser:
     cli_view.register(sub)
     cli_decode.register(sub)
     cli_calibrate.register(sub)
+    cli_completion.register(sub)
     return p
 
 
@@ -332,7 +343,10 @@ def check_settings() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:   # the command's own help, not the top level's, says what it takes
+        cli_completion._commands(p)[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         with sigterm_unwinds():   # SIGTERM unwinds like Ctrl-C: temporary files and folders are removed
             check_settings()

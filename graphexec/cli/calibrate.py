@@ -6,7 +6,6 @@ on the training rows and on the held-out rows; bad input is one line, exit 2."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from graphexec._files import check_output
 from graphexec.calibrate import Target, calibrate, read_collective_table, read_models_csv, read_ops, write_profile
 from graphexec.calibrate.fit import MAX_CONDITION, MIN_SENSITIVITY, conditioning
 from graphexec.calibrate.run import HOLDOUT_EVERY, Calibration
+from graphexec.cli.jsonout import emit
 from graphexec.errors import CalibrationError
 
 
@@ -57,7 +57,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.out:
         write_profile(cal, target.profile, args.out)
     if args.json:
-        print(json.dumps(as_json(cal), indent=1))
+        emit("calibrate", as_json(cal))
     else:
         print_report(cal, args.out)
     return 0

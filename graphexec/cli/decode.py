@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 import graphexec as gx
-from graphexec._render import json_text, term
+from graphexec._render import term
+from graphexec.cli.jsonout import emit
 from graphexec.errors import GraphExecError
 
 PLANS_KEPT = 4
@@ -64,7 +65,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     doc = {"model": str(args.model), "device": session.profile.name, "launch": args.launch, **run.to_dict(),
            "profile": str(where) if where else None}
     if args.json:
-        print(json_text(doc, indent=2))
+        emit("decode", doc)
         return 0
     print(f"{term(args.model)} on {term(session.profile.name)} ({args.launch} launch), prompt of {len(prompt)} tokens")
     print(f"  tokens: {' '.join(map(str, run.tokens))}")

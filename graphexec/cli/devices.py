@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import graphexec as gx
 from graphexec._render import json_text, term
+from graphexec.cli.jsonout import emit
 from graphexec.cluster import MODES, check_spread, split_batch
 from graphexec.errors import GraphExecError
 
@@ -86,7 +87,7 @@ def compare(args: argparse.Namespace, graph: gx.Graph, feeds: dict[str, Any], wr
         titles = [f"{r.devices} card(s), {r.parallel}: {r.makespan_us:,.1f} us, {r.speedup:.2f}x" for r in rows]
         write_plot(lambda tmp: gantt([r.trace for r in cmp.results], titles, str(tmp)))
     if args.json:
-        print(json_text(cmp.to_dict(), indent=2, default=float))
+        emit("compare", cmp.to_dict())
     else:
         print(f"{term(args.model)} on {term(cmp.sessions[-1].profile.name)} cards, parallel={args.parallel}, "
               f"{streams} stream(s) per card")
@@ -107,6 +108,13 @@ def plan(args: argparse.Namespace, graph: gx.Graph, feeds: dict[str, Any]) -> in
         print("auto tried (timing-only estimates): " + ", ".join(f"{k} {v:,.1f} us" for k, v in tried.items()))
         mode = mode._mode(name)
     spread = mode.cluster.spread
+    if args.json:
+        result = session.run(feeds)
+        emit("plan", {"model": str(args.model), "device": spread.system.device_profile.name, "devices": spread.devices,
+                      "system": spread.system.name, "parallel": getattr(mode, "name", args.parallel),
+                      "microbatches": spread.microbatches, "partition": _partition(mode, feeds),
+                      "transfers": _transfers(result, args.limit or SHOW), "stats": result.stats.to_dict()})
+        return 0
     print(f"{term(args.model)} on {spread.devices} x {term(spread.system.device_profile.name)} "
           f"({term(spread.system.name)}), "
           f"parallel={getattr(mode, 'name', args.parallel)}, {spread.microbatches} micro-batch(es)")

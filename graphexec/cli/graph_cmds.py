@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 import graphexec as gx
-from graphexec._render import json_text, term
+from graphexec._render import term
+from graphexec.cli.jsonout import emit
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -17,12 +18,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
         graph = gx.load(args.graph)
     else:
         checked, problems = check_yaml(args.graph)
+        if args.json and (problems or checked is None):
+            emit("validate", {"graph": args.graph, "ok": False, "problems": [str(p) for p in problems]})
+            return 2
         for problem in problems:
             print(term(problem), file=sys.stderr)
         if problems or checked is None:
             return 2
         graph = checked
     streams = len(graph.meta["schedule"]["streams"]) if "schedule" in graph.meta else 0
+    if args.json:
+        emit("validate", {"graph": args.graph, "ok": True, "problems": [], "num_nodes": len(graph.nodes),
+                          "num_inputs": len(graph.inputs), "num_outputs": len(graph.outputs),
+                          "schedule_streams": streams})
+        return 0
     print(f"{term(args.graph)}: ok, {len(graph.nodes)} nodes, {len(graph.inputs)} inputs, {len(graph.outputs)} outputs"
           + (f", a schedule on {streams} streams" if streams else ""))
     return 0
@@ -32,6 +41,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from graphexec.frontend.convert import save
 
     written = save(gx.load(args.input), args.output)
+    if args.json:
+        emit("convert", {"input": args.input, "written": [str(w) for w in written]})
+        return 0
     print("wrote " + " and ".join(map(term, written)))
     return 0
 
@@ -44,10 +56,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
     profiles = builtin_profiles()
     systems = [load_system(name) for name in builtin_systems()]
     if args.json:
-        print(json_text({"devices": [{**p.model_dump(), "calibration": provenance(p.sources)}
-                                      for p in profiles.values()],
-                          "systems": [{**s.model_dump(mode="json"), "calibration": provenance(s.sources)}
-                                      for s in systems]}, indent=2))
+        emit("devices", {"devices": [{**p.model_dump(), "calibration": provenance(p.sources)}
+                                     for p in profiles.values()],
+                         "systems": [{**s.model_dump(mode="json"), "calibration": provenance(s.sources)}
+                                     for s in systems]})
         return 0
     for p in profiles.values():
         cube = p.units.cube   # the units as the profile names them (an SM, tensor cores on a GPU)
@@ -65,12 +77,14 @@ def register(sub: Any) -> None:
     val = sub.add_parser("validate", help="check a YAML graph and list every problem, one per line")
     val.add_argument("graph", help="a .yaml/.yml graph (or any model gx.load reads)")
     val.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    val.add_argument("--json", action="store_true", help="print JSON (problems too, exit 2 still)")
     val.set_defaults(fn=cmd_validate)
     conv = sub.add_parser("convert", help="write a graph as YAML (+ .npz for big constants) or ONNX")
     conv.add_argument("input", help="a .onnx or .yaml/.yml graph")
     conv.add_argument("output", help="OUT.yaml, OUT.yml or OUT.onnx")
     conv.add_argument("--kernels", action="append", metavar="FILE.py", help="Python file registering custom kernels")
+    conv.add_argument("--json", action="store_true", help="print the files written as JSON")
     conv.set_defaults(fn=cmd_convert)
     dev = sub.add_parser("devices", help="list the built-in device profiles and systems")
-    dev.add_argument("--json", action="store_true")
+    dev.add_argument("--json", action="store_true", help="print JSON")
     dev.set_defaults(fn=cmd_devices)

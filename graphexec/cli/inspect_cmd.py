@@ -9,12 +9,16 @@ import argparse
 from typing import Any
 
 import graphexec as gx
-from graphexec._render import json_text, term_lines
+from graphexec._render import term_lines
+from graphexec.cli.jsonout import emit
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     found = gx.inspect(gx.load(args.model))
-    print(json_text(found.to_dict(), indent=2) if args.json else term_lines(found.text()))
+    if args.json:
+        emit("inspect", found.to_dict())
+    else:
+        print(term_lines(found.text()))
     return 0
 
 

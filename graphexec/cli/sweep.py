@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from graphexec._files import check_output, check_targets, write_one
-from graphexec._render import json_text, term
+from graphexec._render import term
+from graphexec.cli.jsonout import count, emit
 from graphexec.cluster import MODES
 from graphexec.errors import GraphExecError
 from graphexec.sweep.plot import config_label, plot_speedups
@@ -94,7 +95,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.plot:
         write_one(args.plot, lambda tmp: plot_speedups(rows, str(tmp)))
     if args.json:
-        print(json_text(rows, indent=2))
+        emit("sweep", {"rows": [r | {"streams": count(r["streams"])} for r in rows]})
     else:
         print(_table(rows))
     bad = [r for r in rows if r["verified"] not in (None, "yes")]

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from graphexec._files import check_output, check_targets
-from graphexec._render import json_text, term, term_lines
+from graphexec._render import term, term_lines
+from graphexec.cli.jsonout import emit
 from graphexec.profiling.diff import compare, compare_text
 from graphexec.profiling.report_diff import write_diff
 from graphexec.profiling.report_html import write_report
@@ -52,5 +53,8 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     d = compare(load(args.a), load(args.b))
-    print(json_text(d, indent=1) if args.json else term_lines(compare_text(d)))
+    if args.json:
+        emit("diff", d)
+    else:
+        print(term_lines(compare_text(d)))
     return 0

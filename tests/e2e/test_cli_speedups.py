@@ -50,8 +50,8 @@ def test_sweep_speedup_is_over_one_stream_on_the_same_device_even_when_the_grid_
         base[device] = r["makespan_us"]
     p = cli("sweep", MODEL, "--device", "ascend910,ascend910b", "--streams", "2,4", "--no-diagnosis", "--json")
     assert p.returncode == 0, p.stderr
-    rows = json.loads(p.stdout)
-    assert [(r["device"], r["streams"]) for r in rows] == [(d, s) for d in base for s in ("2", "4")]   # no extra rows
+    rows = json.loads(p.stdout)["rows"]
+    assert [(r["device"], r["streams"]) for r in rows] == [(d, s) for d in base for s in (2, 4)]   # no extra rows
     for r in rows:
         assert r["speedup"] == pytest.approx(base[r["device"]] / r["makespan_us"])
     text = cli("sweep", MODEL, "--streams", "2", "--no-diagnosis").stdout

@@ -236,7 +236,8 @@ CASES: list[tuple[str, Callable[[Path], list], str]] = [
      "'list', 'auto') (see graphexec run --help)"),
     ("usage_unknown_command", lambda d: ["frobnicate"],
      "graphexec: error: argument command: invalid choice: 'frobnicate' (choose from 'run', 'compare', 'plan', "
-     "'validate', 'convert', 'devices', 'inspect', 'sweep', 'view', 'diff', 'decode', 'calibrate') (see graphexec --help)"),
+     "'validate', 'convert', 'devices', 'inspect', 'sweep', 'view', 'diff', 'decode', 'calibrate', "
+     "'completion') (see graphexec --help)"),
     ("convert_bad_suffix", lambda d: ["convert", B.write(d, "m.onnx", B.relu_model()), d / "out.txt"],
      "{d}/out.txt: can write .yaml, .yml or .onnx, not .txt"),
 ]
