@@ -37,7 +37,7 @@ def test_inspect_names_inputs_outputs_symbolic_dims_ops_kernels_and_weights():
     assert doc["opsets"] == {"ai.onnx": 17} and doc["ops"]["MatMul"] == 17 and doc["fallback"] == []
     graph = gx.load(DECODER)
     assert doc["weight_bytes"] == sum(v.const.nbytes for v in graph.values.values() if v.const is not None)
-    assert gx.inspect(graph).to_dict() == doc
+    assert gx.inspect(graph).to_dict() == {k: v for k, v in doc.items() if k not in ("schema_version", "command")}
 
 
 def _model(tmp_path: Path, nodes, inputs, inits=()) -> str:
