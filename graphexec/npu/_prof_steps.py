@@ -5,11 +5,15 @@ task launched in step s belongs to s even when it runs later), so nothing is syn
 until the steps are saved; then each card waits for its work and every step becomes a
 ``DeviceRun`` with its stats (``profiler.eager_stats``), laid on the card's own clock.
 With ``profile_memory`` the caching allocator's totals are sampled after every block taken
-or given back (``_tensor.MEMORY_HOOKS``).
+or given back (``_tensor.MEMORY_HOOKS``); with ``with_stack`` each card's ``launch`` is
+wrapped while the profiler runs, keeping the caller's Python frames (graphexec's own left
+out, innermost first) for each task it launches.
 """
 
 from __future__ import annotations
 
+import os
+import traceback
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -37,12 +41,18 @@ class Recorder:
     """The open windows of the current step and the closed ones not yet saved."""
 
     memory: bool = False
+    stack: bool = False
+    stacks: dict[int, tuple[Any, str]] = field(default_factory=dict)   # id(task) -> (task, its call stack)
+    wrapped: list[Any] = field(default_factory=list)                   # devices whose launch is wrapped
     open: list[Window] = field(default_factory=list)
     closed: list[Window] = field(default_factory=list)
     samples: list[tuple[int, float, int, int, int, int]] = field(default_factory=list)
     streams: dict[tuple[int, int], int] = field(default_factory=dict)   # (card, ptr) -> stream id
 
     def begin(self, step: int) -> None:
+        if self.stack:
+            for c in STATE.cards.values():
+                self._wrap(c.device)
         self.open = [Window(i, c.device, step, len(c.device.launches), c.device.host_t)
                      for i, c in sorted(STATE.cards.items()) if c.alive]
 
@@ -74,6 +84,25 @@ class Recorder:
     def stop(self) -> None:
         if self.hook in MEMORY_HOOKS:
             MEMORY_HOOKS.remove(self.hook)
+        for dev in self.wrapped:
+            del dev.launch   # the class's method again
+        self.wrapped = []
+
+    def _wrap(self, dev: Any) -> None:
+        if any(d is dev for d in self.wrapped):
+            return
+        launch, stacks = dev.launch, self.stacks
+
+        def traced(task: Any) -> Any:
+            stacks[id(task)] = (task, call_stack())
+            return launch(task)
+
+        dev.launch = traced
+        self.wrapped.append(dev)
+
+    def stack_of(self, task: Any) -> str:
+        kept = self.stacks.get(id(task))
+        return kept[1] if kept is not None and kept[0] is task else ""
 
     def take(self) -> tuple[list[tuple[DeviceRun, Window]], list[tuple[int, float, int, int, int, int]]]:
         """Every closed window as a finished run (each card waits for its work first), and the
@@ -85,6 +114,19 @@ class Recorder:
         memory = [s for s in self.samples if any(c == s[0] and lo <= s[1] <= hi for c, lo, hi in spans)]
         self.closed, self.samples = [], []
         return runs, memory
+
+    def forget_stacks(self) -> None:
+        self.stacks = {}
+
+
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # graphexec/
+
+
+def call_stack(limit: int = 32) -> str:
+    """The caller's frames, innermost first, as ``path(line): function`` lines (torch's form),
+    graphexec's own frames left out."""
+    frames = [f for f in traceback.extract_stack(limit=limit) if not f.filename.startswith(PACKAGE)]
+    return "\n".join(f"{f.filename}({f.lineno}): {f.name}" for f in reversed(frames))
 
 
 def _run(w: Window) -> DeviceRun:

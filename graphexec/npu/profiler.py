@@ -15,7 +15,8 @@ of each active cycle (``profiling/ascend_pt.py``: trace_view.json, kernel_detail
 operator_details.csv, op_statistic.csv, step_trace_time.csv, memory_record.csv). The
 schedule is torch's (``schedule``); steps are numbered from 0 and each recorded step is a
 ``ProfilerStep#N`` with its stats and its diagnosis measured by replay. Eager work is what
-it records. With no schedule every step from start to stop is recorded.
+it records. With no schedule every step from start to stop is recorded; ``with_stack`` keeps
+the Python frames that launched each op (operator_details.csv's Call Stack).
 
 And graphexec's older ``with npu.profiler.profile(output_dir):``, kept: the block's work
 (eager cards, sessions and ACL devices alike) goes into one ``PROF_*`` folder in msprof's
@@ -125,7 +126,7 @@ class profile:
                        "with_stack": bool(with_stack), "with_flops": bool(with_flops),
                        "with_modules": bool(with_modules), "activities": [a.value for a in self.activities]}
         self._legacy = _Legacy() if output_dir is not None else None
-        self._recorder = Recorder(memory=bool(profile_memory))
+        self._recorder = Recorder(memory=bool(profile_memory), stack=bool(with_stack))
         self._action = ProfilerAction.NONE
         self._saved: tuple[list[Any], list[Any]] = ([], [])
 
@@ -186,6 +187,7 @@ class profile:
         self._saved = (runs, memory)
         if runs and self.on_trace_ready is not None:
             self.on_trace_ready(self)
+        self._recorder.forget_stacks()
 
     def export_ascend_pt(self, dir_name: str | os.PathLike[str], worker_name: str | None = None) -> Path | None:
         """Write the steps of the cycle just saved as torch_npu's folder (``tensorboard_trace_handler``)."""
@@ -206,8 +208,10 @@ class profile:
                            **({"memory_samples": mine} if mine else {})})
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
+        stacks = {id(t): self._recorder.stack_of(t) for run in runs for t in run.tasks} if self.config["with_stack"] \
+            else None
         self.path = write_ascend_pt(dir_name, worker, stamp, runs, extras,
-                                    memory if self.config["profile_memory"] else None, self.config)
+                                    memory if self.config["profile_memory"] else None, self.config, stacks)
         self.paths.append(self.path)
         return self.path
 

@@ -17,7 +17,7 @@ Ascend PyTorch Profiler user guide (Ascend/pytorch, "output result file descript
 A step's window is the host's time from one ``prof.step()`` to the next. What graphexec has
 no counterpart for is written as torch_npu writes a missing value, ``N/A`` (Model ID, OP
 State, Mix Block Num); formats are ``ND`` (eager tensors are plain row-major); ``Call
-Stack`` stays empty (no Python stack is recorded). Copies count as neither computing nor
+Stack`` holds the launching Python frames with ``with_stack`` (empty without). Copies count as neither computing nor
 communication in ``step_trace_time.csv``: their time is in Free.
 """
 
@@ -70,7 +70,8 @@ def kernel_rows(runs: Sequence[Any], steps: Sequence[int]) -> list[dict[str, Any
     return out
 
 
-def operator_rows(runs: Sequence[Any], record_shapes: bool) -> list[dict[str, Any]]:
+def operator_rows(runs: Sequence[Any], record_shapes: bool,
+                  stacks: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """operator_details.csv: one row per launched op (an eager op is one task): its host
     launch time and its device time (on the AI cores when it ran there)."""
     out = []
@@ -82,7 +83,8 @@ def operator_rows(runs: Sequence[Any], record_shapes: bool) -> list[dict[str, An
             dev = t.end_t - t.start_t
             core = dev if t.kind == "kernel" and t.unit in ("cube", "vector") else 0.0
             shapes = getattr(info, "tensors", ("",))[0] if record_shapes else ""
-            out.append({"Name": getattr(info, "op", "") or t.name, "Input Shapes": shapes, "Call Stack": "",
+            stack = stacks.get(id(t), "") if stacks else ""
+            out.append({"Name": getattr(info, "op", "") or t.name, "Input Shapes": shapes, "Call Stack": stack,
                         "Host Self Duration(us)": host.get(id(t), 0.0), "Host Total Duration(us)": host.get(id(t), 0.0),
                         "Device Self Duration(us)": dev, "Device Total Duration(us)": dev,
                         "Device Self Duration With AICore(us)": core, "Device Total Duration With AICore(us)": core})
@@ -133,7 +135,7 @@ def memory_rows(records: Sequence[tuple[int, float, int, int, int, int]]) -> lis
 
 
 def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], memory: Sequence[Any] | None,
-          config: dict[str, Any]) -> None:
+          config: dict[str, Any], stacks: dict[int, str] | None) -> None:
     out = folder / OUTPUT
     out.mkdir()
     (folder / "profiler_info.json").write_text(json.dumps({"config": config, "source": "graphexec"}, indent=1),
@@ -143,7 +145,7 @@ def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], m
     steps = [int(e["step"]) for e in extras]
     write_csv(str(out / "kernel_details.csv"), KERNEL_COLUMNS, kernel_rows(runs, steps))
     shapes = bool(config.get("record_shapes"))
-    write_csv(str(out / "operator_details.csv"), OPERATOR_COLUMNS, operator_rows(runs, shapes))
+    write_csv(str(out / "operator_details.csv"), OPERATOR_COLUMNS, operator_rows(runs, shapes, stacks))
     rows = [r for run in runs for r in op_rows(run)]
     write_csv(str(out / "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
     write_csv(str(out / "step_trace_time.csv"), STEP_COLUMNS,
@@ -153,11 +155,13 @@ def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], m
 
 
 def write_ascend_pt(root: str | os.PathLike[str], worker: str, stamp: str, runs: Sequence[Any],
-                    extras: Sequence[dict[str, Any]], memory: Sequence[Any] | None, config: dict[str, Any]) -> Path:
+                    extras: Sequence[dict[str, Any]], memory: Sequence[Any] | None, config: dict[str, Any],
+                    stacks: dict[int, str] | None = None) -> Path:
     """Write one ``<worker>_<stamp>_ascend_pt`` folder under ``root`` (whole, by a rename); returns it.
 
     ``extras[k]`` carries run k's ``step``, ``window`` (host us) and, where known, ``stats``
-    and ``diagnosis``; ``memory`` is None unless memory was recorded. Raises OSError."""
+    and ``diagnosis``; ``memory`` is None unless memory was recorded; ``stacks`` maps a
+    task's id to its call stack (``with_stack``). Raises OSError."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     target, n = root / f"{worker}_{stamp}_ascend_pt", 1
@@ -166,7 +170,7 @@ def write_ascend_pt(root: str | os.PathLike[str], worker: str, stamp: str, runs:
         target = root / f"{worker}_{stamp}_{n}_ascend_pt"
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}-"))
     try:
-        _fill(tmp, runs, extras, memory, config)
+        _fill(tmp, runs, extras, memory, config, stacks)
         os.chmod(tmp, folder_mode())
         os.rename(tmp, target)
     finally:

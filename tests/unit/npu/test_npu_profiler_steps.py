@@ -58,6 +58,7 @@ def test_a_three_step_schedule_writes_the_documented_files(tmp_path):
     assert float(steps[0]["Computing"]) == pytest.approx(busy, abs=2e-3)   # one stream: the union is the sum
     ops = _rows(out / "operator_details.csv")
     assert len(ops) == len(kernels) and float(ops[0]["Host Self Duration(us)"]) > 0
+    assert "test_npu_profiler_steps.py" in ops[0]["Call Stack"] and "_train" in ops[0]["Call Stack"]   # with_stack
     memory = _rows(out / "memory_record.csv")
     assert memory and {r["Component"] for r in memory} == {"PTA"}
     assert max(float(r["Total Allocated(MB)"]) for r in memory) > 0
@@ -75,6 +76,7 @@ def test_no_schedule_records_start_to_stop_and_the_old_form_still_works(tmp_path
     kernels = _rows(prof.path / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     assert {r["Step Id"] for r in kernels} == {"0", "1"}
     assert not (prof.path / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv").exists()   # profile_memory off
+    assert {r["Call Stack"] for r in _rows(prof.path / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv")} == {""}
     with P.profile(tmp_path / "b") as old:
         npu.ones(8).numpy()
     assert old.path.name.startswith("PROF_")
