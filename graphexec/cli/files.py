@@ -13,6 +13,8 @@ import argparse
 import os
 from typing import Any
 
+import numpy as np
+
 from graphexec._arrays import ArrayFileError, header, read
 from graphexec._files import check_targets
 from graphexec.cli.values import read_npz_value
@@ -29,11 +31,25 @@ def read_input(name: str, path: str, profile: Any = None) -> Any:
     hbm = None if profile is None else (profile.name, profile.hbm_capacity_bytes)
     try:
         if path.endswith(".npz"):
-            return read_npz_value(name, path, hbm)
+            return native(read_npz_value(name, path, hbm))
         header(path, archive=False, hbm=hbm)
-        return read(path)
+        return native(read(path))
     except ArrayFileError as e:
         raise FeedError(f"--input {name}: {path}: {e}") from None
+
+
+def native(a: Any) -> Any:
+    """A .npy array as graphexec takes it: in this machine's byte order (a big-endian file is
+    swapped, losslessly), and a unicode array (how --save writes a string tensor) as ONNX's
+    object array of str."""
+    if isinstance(a, list):
+        return [native(x) for x in a]
+    if isinstance(a, np.ndarray):
+        if a.dtype.kind == "U":
+            return a.astype(object)
+        if a.dtype.byteorder not in ("=", "|") and a.dtype.newbyteorder("=") != a.dtype:
+            return a.astype(a.dtype.newbyteorder("="))
+    return a
 
 
 def check_distinct(args: argparse.Namespace, graph: Any = None) -> None:

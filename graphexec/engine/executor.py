@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 import numpy as np
 
 from graphexec.engine.host_values import owned
-from graphexec.errors import KernelError
+from graphexec.errors import KernelError, OutOfMemoryError
 from graphexec.ir import Graph, TensorType
 from graphexec.plan import MemoryPlan, Runner, Task, TaskGraph
 from graphexec.runtime.launch import LaunchContext
@@ -174,6 +174,12 @@ class ExecContext(LaunchContext):
         self.device.view(ptr, value.dtype, value.shape)[...] = value
 
 
+def _sized(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}[{'x'.join(map(str, value.shape))}] needs {value.nbytes} bytes"
+    return f"({type(value).__name__}) cannot be held"
+
+
 class KernelCall:
     """The start and end of one launched kernel: read and compute, then store.
 
@@ -217,7 +223,11 @@ class KernelCall:
                 continue
             if stream is None:
                 stream = ctx.streams[ctx.stream_of[self.task.id]]
-            ctx.write(name, value, stream)
+            try:
+                ctx.write(name, value, stream)
+            except OutOfMemoryError as e:   # a shape known only now: say whose output it is
+                raise OutOfMemoryError(f"tensor {name!r} (output of node {self.task.name} ({self.task.op})) "
+                                       f"{_sized(value)} at run time: {str(e).split(': ', 1)[-1]}") from None
             views = ctx.views   # a run-time allocation starts a private cache
 
     def begin(self) -> Any:

@@ -70,6 +70,10 @@ def declared_types(graph: Graph) -> dict[str, TensorType]:
 
 def _check_dtype(name: str, declared: TensorType, value: np.ndarray | DeviceTensor) -> None:
     if declared.dtype is not None and value.dtype != declared.dtype:
+        if value.dtype.newbyteorder("=") == declared.dtype:   # the same name, the other byte order
+            raise FeedError(f"input {name!r} must be {declared.dtype.name} in this machine's byte order "
+                            f"({declared.dtype.str!r}), got the byte-swapped {value.dtype.str!r}; "
+                            f"convert it with .astype({declared.dtype.str!r})")
         raise FeedError(f"input {name!r} must be {declared.dtype.name}, got {value.dtype.name}")
 
 
@@ -117,7 +121,11 @@ def default_feeds(graph: Graph, shapes: Mapping[str, tuple[int, ...]] | None = N
     for name in graph.inputs:
         t = graph.values[name].type
         shape = shapes.get(name, t.shape)
-        if t.kind != "tensor" or t.dtype is None or shape is None:
+        if t.kind != "tensor":   # declared (seq(...), optional(...)): there is no default value to make
+            what = f"{'an' if t.kind[0] in 'aeiou' else 'a'} {t.kind}" + (f" of type {t.elem}" if t.elem else "")
+            raise FeedError(f"input {name!r} is {what}; graphexec makes no default value for it: "
+                            f"give it with --input {name}=FILE.npz (the form --save writes)")
+        if t.dtype is None or shape is None:
             raise FeedError(f"input {name!r} has no declared type and shape; give one with --shape or --input")
         shape = made_shape(shape, bound)
         if t.dtype.kind not in "fbiu":

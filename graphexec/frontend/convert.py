@@ -25,6 +25,7 @@ from graphexec._files import Writer, check_output, check_targets, write_atomic, 
 from graphexec.errors import ExportError
 from graphexec.frontend.onnx_meta import write_meta
 from graphexec.frontend.provenance import files_read
+from graphexec.frontend.yaml_source import reads_as
 from graphexec.frontend.yaml_tensors import dtype_name, encode_attr, tensor_entry
 from graphexec.ir import Graph, Node, TensorType
 from graphexec.ir.onnx_proto import to_onnx, value_info
@@ -130,9 +131,26 @@ def _schedule(schedule: dict[str, Any]) -> dict[str, Any]:
     return {"streams": streams, "synchronize": list(schedule.get("synchronize") or [])}
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that quotes every string graphexec's loader would read as something else."""
+
+
+def _string(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    """A string scalar, quoted when the loader (YAML 1.2 exponent floats included: ``1e3``,
+    ``2e-3``, which PyYAML's dumper leaves bare) would resolve it to a number, bool or null."""
+    str_tag = "tag:yaml.org,2002:str"
+    # the emitter quotes what PyYAML's own resolver reads otherwise; the rest is ours to quote
+    ours = reads_as(text) != str_tag and dumper.resolve(yaml.ScalarNode, text, (True, False)) == str_tag
+    return dumper.represent_scalar(str_tag, text, style="'" if ours else None)
+
+
+_Dumper.add_representer(str, _string)
+
+
 def yaml_text(doc: dict[str, Any]) -> str:
-    """The YAML text of a document from :func:`yaml_data` (leaf lists in flow style)."""
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+    """The YAML text of a document from :func:`yaml_data` (leaf lists in flow style); every name
+    reads back as the string it is."""
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
 
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> list[Path]:

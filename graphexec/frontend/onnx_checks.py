@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from onnx import external_data_helper as ext
 from graphexec._files import inside
 from graphexec._limits import over_budget
 from graphexec.errors import ModelLoadError
+from graphexec.frontend.attr_rules import attr_value_problem
 
 # protobuf parses at most 100 nested messages, and each level of If/Loop/Scan costs three
 # (node, attribute, graph), so no file nests subgraphs more than ~32 deep; 24 leaves room
@@ -46,7 +48,7 @@ def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> list
                                  f"is outside the model's folder {folder}")
         if not path.is_file():
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: external data file {location!r} "
-                                 f"does not exist in {folder}")
+                                 f"{_not_a_file(path)} in {folder}")
         check_initializer_dims(tensor, where)
         problem = over_budget(_declared_bytes(tensor))
         if problem:
@@ -59,6 +61,18 @@ def load_external_data(model: onnx.ModelProto, folder: Path, where: str) -> list
             raise ModelLoadError(f"{where}: tensor {tensor.name!r}: cannot read external data "
                                  f"from {location!r}: {e}") from None
     return files
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` is no regular file: it is missing, or which other kind of thing it is (a FIFO
+    would block the reader for ever, a device could be endless)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "does not exist"
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return "is " + next((what for test, what in kinds if test(mode)), "not a regular file") + ", not a regular file"
 
 
 def check_initializer_dims(tensor: onnx.TensorProto, where: str) -> None:
@@ -219,7 +233,7 @@ def fields_problem(op: str, domain: str, inputs: Sequence[str], outputs: Sequenc
         want_type = facts.attrs.get(a.name, 0)
         if want_type and a.type and a.type != want_type and not a.ref_attr_name:
             return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want_type)}"
-    return None
+    return attr_value_problem(op, domain, attributes, outputs)
 
 
 def _type_name(t: int) -> str:

@@ -28,6 +28,11 @@ _EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
 
 
+def reads_as(text: str) -> str:
+    """The tag graphexec's loader gives ``text`` written as a plain (unquoted) scalar."""
+    return str(_Loader.resolve(_Loader, yaml.ScalarNode, text, (True, False)))   # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One problem in a graph file, at a 1-based line and column."""

@@ -336,7 +336,9 @@ def cumsum(ctx: OpContext, x: np.ndarray, axis_in: np.ndarray) -> np.ndarray:
 def range_(ctx: OpContext, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """float16 runs in float32 (stash_type=1, opset 27); float in float64 as the reference does."""
     dt = start.dtype
-    _need(dt.kind in "iuf" and delta.item() != 0, f"Range: dtype {dt} or zero delta")
+    if dt.kind in "iuf" and delta.size == 1 and delta.item() == 0:
+        raise ValueError("input 'delta' is 0; Range needs a nonzero step")
+    _need(dt.kind in "iuf", f"Range: dtype {dt}")
     if dt == np.float16:
         _need(ctx.attr("stash_type", 1) == 1, "Range: stash_type other than FLOAT")
         f32 = np.arange(start.astype(np.float32).item(), float(limit.item()), float(delta.item()), dtype=np.float32)
