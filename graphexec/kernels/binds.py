@@ -1,5 +1,5 @@
-"""Binds (``registry.BindFn``) for the small data-movement and reduction kernels a decode step
-is made of: Slice, Split, Expand, Transpose, Concat, Gather, ReduceMean, Pow.
+"""Binds (``registry.BindFn``) for the small kernels a decode step is made of: Slice, Split,
+Expand, Transpose, Concat, Gather, ReduceMean, Pow, MatMul, Gemm.
 
 A decode step runs ~150 kernels on tensors of a few KB, where a kernel's Python (its
 argument checks, its attributes, its index arithmetic) costs several times its numpy work.
@@ -9,8 +9,10 @@ so what depends only on those views' shapes and on constant inputs is worked out
 - a **view kernel** (Slice, Split, Expand, Transpose) returns a view of its input's memory,
   which does not move: the view itself is made once and handed back each run (the step's
   end copies it into the output, as it copies the kernel's result);
-- Concat, Gather with constant indices, ReduceMean and Pow become the one numpy call the
-  kernel would make, its checks done here.
+- Concat, Gather with constant indices, ReduceMean, Pow, MatMul and Gemm (alpha = beta = 1)
+  become the numpy calls the kernel would make, its checks done here. MatMul and Gemm are
+  ``kernels/nn.py``'s: their binds call its helpers and follow its cases (``test_decode_steps``
+  holds each bind to its kernel, byte for byte).
 
 A bind returns None wherever its case is not certain (an input computed at run time that the
 kernel reads as a number, a dtype the kernel widens, a result that would not be an array);
@@ -26,8 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels import elementwise, reduce, tensor
-from graphexec.kernels.registry import OpContext, Unsupported, definitions_of, update
+from graphexec.kernels import elementwise, nn, reduce, tensor
+from graphexec.kernels.registry import OpContext, Unsupported, definitions_of, fits, update
 
 Bound = Callable[[], Any] | None
 
@@ -134,6 +136,46 @@ def bind_pow(ctx: OpContext, a: Any, b: Any) -> Bound:
     return partial(np.power, a, b)
 
 
+_SAME = (np.float32, np.float64, np.int32, np.int64, np.uint32, np.uint64)   # MatMul computes these as they are
+
+
+def bind_matmul(ctx: OpContext, a: Any, b: Any, out: np.ndarray | None = None) -> Bound:
+    """A product of matrices (or stacks) in their own dtype: ``np.matmul`` into ``out`` where
+    the kernel would write there, else a new array (its ``astype`` then copies nothing)."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype or a.dtype.type not in _SAME:
+        return None
+    shape = nn._matmul_shape(a, b)
+    if shape is None:   # a 1-d operand (a 0-d result), or numpy's own error
+        return None
+    return partial(np.matmul, a, b, out=out if fits(out, shape, a.dtype) else None)
+
+
+def bind_gemm(ctx: OpContext, a: Any, b: Any, c: Any = None, out: np.ndarray | None = None) -> Bound:
+    """Gemm with alpha = beta = 1 on two float matrices and a C that broadcasts to the
+    product: the kernel's matmul (into ``out`` where it would) and its in-place add of C."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2 \
+            or a.dtype != b.dtype or a.dtype.type not in (np.float32, np.float64):
+        return None
+    alpha, beta, trans_a, trans_b = nn._gemm_attrs(ctx)
+    if alpha != 1.0 or beta != 1.0 or (c is not None and (type(c) is not np.ndarray or c.dtype != a.dtype)):
+        return None
+    wa, wb = a.T if trans_a else a, b.T if trans_b else b
+    if wa.shape[1] != wb.shape[0]:
+        return None
+    shape = (wa.shape[0], wb.shape[1])
+    if c is not None and (ctx.opset < 7 and c.shape != shape or not nn._fits_into(c.shape, shape)):
+        return None
+    into = out if fits(out, shape, a.dtype) else None
+    return partial(np.matmul, wa, wb, out=into) if c is None else partial(_gemm, wa, wb, c, into)
+
+
+def _gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``gemm``'s alpha = beta = 1 case: the product, C added in place."""
+    y = np.matmul(a, b, out=out)
+    y += c
+    return y
+
+
 def install() -> None:
     """Give the kernels their binds (at import: every registration is made by then), each of
     the op's registrations whose function is the one the bind was written for."""
@@ -146,6 +188,8 @@ def install() -> None:
         "Gather": (tensor.gather, bind_gather),
         "ReduceMean": (reduce.reduce_mean, bind_reduce_mean),
         "Pow": (elementwise.pow_, bind_pow),
+        "MatMul": (nn.matmul, bind_matmul),
+        "Gemm": (nn.gemm, bind_gemm),
     }
     for op, (fn, bind) in binds.items():
         for d in definitions_of(op):

@@ -229,3 +229,45 @@ def test_a_member_that_binds_without_out_is_made_to_write_its_scratch():
     steps = session.compile(feeds)._steps
     assert any(steps.kernels[i].op.startswith("Pow+") for i in steps.chains)
     _check_plain(graph, feeds, results)
+
+
+@pytest.mark.parametrize("sa,sb,dtype,out", [((3, 4), (4, 5), np.float32, True),
+                                             ((2, 3, 4), (4, 5), np.float32, False),
+                                             ((2, 1, 3, 4), (3, 4, 2), np.float64, True),
+                                             ((3, 4), (4, 5), np.int64, True)])
+def test_matmul_bind(sa, sb, dtype, out):
+    a, b = (RNG.standard_normal(sa) * 4).astype(dtype), (RNG.standard_normal(sb) * 4).astype(dtype)
+    want = np.matmul(a, b)
+    dst = np.empty(want.shape, dtype) if out else None
+    kw = {"out": dst} if out else {}
+    ctx = OpContext("MatMul", {}, 13, 1, "n", (False, True))
+    got, bound = _kernel("MatMul", ctx, a, b, **kw)
+    got = got.copy()   # the kernel's result, before the bound call writes the same bytes again
+    if out:
+        dst[...] = 0
+    res = bound()
+    _same(got, res)
+    assert (res is dst) == out
+    bind = lookup_def("MatMul", "", 13).bind
+    assert bind(ctx, a.astype(np.float16), b.astype(np.float16)) is None   # the kernel widens float16
+    assert bind(ctx, a.reshape(-1)[:b.shape[-2]], b) is None   # a 1-d operand
+
+
+@pytest.mark.parametrize("ta,tb,c,out", [(0, 0, (5,), True), (1, 0, (3, 5), False), (0, 1, None, True),
+                                         (1, 1, (1, 5), True)])
+def test_gemm_bind(ta, tb, c, out):
+    a = RNG.standard_normal((4, 3) if ta else (3, 4)).astype(np.float32)
+    b = RNG.standard_normal((5, 4) if tb else (4, 5)).astype(np.float32)
+    cs = [] if c is None else [RNG.standard_normal(c).astype(np.float32)]
+    ctx = OpContext("Gemm", {"transA": ta, "transB": tb}, 13, 1, "n", (False, True, True))
+    dst = np.empty((3, 5), np.float32) if out else None
+    kw = {"out": dst} if out else {}
+    got, bound = _kernel("Gemm", ctx, a, b, *cs, **kw)
+    got = got.copy()   # the kernel's result, before the bound call writes the same bytes again
+    if out:
+        dst[...] = 0
+    res = bound()
+    _same(got, res)
+    assert (res is dst) == out
+    scaled = OpContext("Gemm", {"alpha": 2.0}, 13, 1, "n", (False, True, True))
+    assert lookup_def("Gemm", "", 13).bind(scaled, a if not ta else a.T, b if not tb else b.T) is None
