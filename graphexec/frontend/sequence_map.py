@@ -71,9 +71,9 @@ def _lower_graph(g: onnx.GraphProto, kinds: dict[str, str]) -> None:
     for k, n in enumerate(g.node):
         for sub in _subgraphs(n):
             _lower_graph(sub, kinds)
-        lowered = _lowered(n, k, kinds, made_by) if n.op_type == "SequenceMap" and n.domain in ("", "ai.onnx") \
+        lowered_nodes = lowered(n, k, kinds, made_by) if n.op_type == "SequenceMap" and n.domain in ("", "ai.onnx") \
             else None
-        out.extend(lowered or [n])
+        out.extend(lowered_nodes or [n])
     del g.node[:]
     g.node.extend(out)
 
@@ -84,7 +84,8 @@ def _is_sequence(name: str, kinds: dict[str, str], made_by: dict[str, str]) -> b
     return True if made_by.get(name) in _SEQUENCE_OPS else None
 
 
-def _lowered(n: onnx.NodeProto, k: int, kinds: dict[str, str], made_by: dict[str, str]) -> list | None:
+def lowered(n: onnx.NodeProto, k: int, kinds: dict[str, str], made_by: dict[str, str]) -> list | None:
+    """The nodes that replace the SequenceMap ``n`` (the k-th of its graph), or None to keep it."""
     body = next((a.g for a in n.attribute if a.name == "body"), None)
     seq = [_is_sequence(x, kinds, made_by) for x in n.input]
     elems = [o.type.tensor_type.elem_type for o in body.output] if body is not None else []

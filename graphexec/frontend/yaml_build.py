@@ -17,7 +17,7 @@ from graphexec._files import inside
 from graphexec.frontend.opcheck import make_node
 from graphexec.frontend.options import plain_schedule, settle_options
 from graphexec.frontend.provenance import record
-from graphexec.frontend.yaml_functions import inline_yaml_functions
+from graphexec.frontend.yaml_functions import inline_yaml_functions, lower_yaml_sequence_maps
 from graphexec.frontend.yaml_schema import GraphSpec, NodeSpec
 from graphexec.frontend.yaml_source import Path, Problem, Source
 from graphexec.frontend.yaml_tensors import constant, decode_attr, tensor_type
@@ -47,6 +47,7 @@ def build(spec: GraphSpec, out: Collector, base: FsPath) -> tuple[Graph, dict[st
     index = _nodes(spec, graph, out)
     _undefined(spec, graph, out)
     inline_yaml_functions(graph, index, out.add)
+    lower_yaml_sequence_maps(graph, index)
     graph.outputs = list(spec.outputs)
     if spec.schedule is not None:
         graph.meta["schedule"] = plain_schedule(spec.schedule)

@@ -2,7 +2,8 @@
 file's are (``onnx_functions.py``): each call becomes its body's nodes, so the body runs as
 device tasks and the reference never sees a call. A call keeps its stream label and priority
 on every node it expands to; a problem (a cycle, an undefined callee, a body that cannot be
-converted) is placed at the calling node.
+converted) is placed at the calling node. A SequenceMap is lowered to its Loop the same way
+(``sequence_map.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from onnx import helper as h
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.onnx import node_from_proto
 from graphexec.frontend.onnx_functions import inline_functions
+from graphexec.frontend.sequence_map import lowered
 from graphexec.ir import Graph, Node
 
 AddProblem = Callable[[tuple, str], None]
@@ -52,6 +54,32 @@ def inline_yaml_functions(graph: Graph, index: dict[str, int], add: AddProblem) 
                     graph.value(out)
     graph.nodes = nodes
     graph.functions = []
+
+
+def lower_yaml_sequence_maps(graph: Graph, index: dict[str, int]) -> None:
+    """Each default-domain SequenceMap of ``graph.nodes`` replaced by its Loop, in place; its
+    inputs' kinds are their declared ones (or the op that makes them)."""
+    if not any(n.op == "SequenceMap" and not n.domain and n.proto is not None for n in graph.nodes):
+        return
+    kinds = {name: f"{v.type.kind}_type" for name, v in graph.values.items()
+             if v.type.kind != "tensor" or v.type.dtype is not None or v.const is not None}
+    made_by = {o: n.op for n in graph.nodes for o in n.outputs if o}
+    nodes: list[Node] = []
+    for k, node in enumerate(graph.nodes):
+        protos = lowered(node.proto, k, kinds, made_by) if node.op == "SequenceMap" and not node.domain \
+            and node.proto is not None else None
+        if protos is None:
+            nodes.append(node)
+            continue
+        for j, proto in enumerate(protos):
+            new = node_from_proto(j, proto)
+            new.meta = dict(node.meta)
+            index.setdefault(new.name, index.get(node.name, 0))
+            nodes.append(new)
+            for out in new.outputs:
+                if out:
+                    graph.value(out)
+    graph.nodes = nodes
 
 
 def _may_call(n: onnx.NodeProto, domains: set[str]) -> bool:

@@ -5,6 +5,8 @@ task; results equal onnxruntime's at 1 and 4 streams."""
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import onnx
 import pytest
@@ -12,6 +14,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import graphexec as gx
+from graphexec.frontend.yaml import loads_yaml
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -71,3 +74,32 @@ def test_a_map_whose_input_kind_cannot_be_told_stays_as_it_was():
 
     lower_sequence_maps(m)
     assert [n.op_type for n in m.graph.node] == ["SequenceMap"]
+
+
+def _yaml() -> str:
+    """The same map as a YAML graph: xs a declared sequence, the body a base64 GraphProto."""
+    body = next(a.g for a in _model().graph.node[0].attribute if a.name == "body")
+    return f"""version: 1
+name: seqmap
+opset: 18
+inputs: [xs, w]
+outputs: [ys, zs]
+tensors:
+  xs: {{kind: sequence, type: 'seq(tensor(float))'}}
+  w: {{dtype: float32, shape: [4]}}
+nodes:
+  - name: map
+    op: SequenceMap
+    inputs: [xs, w]
+    outputs: [ys, zs]
+    attributes: {{body: {{graph: {base64.b64encode(body.SerializeToString()).decode()}}}}}
+"""
+
+
+def test_a_yaml_sequence_map_is_lowered_too():
+    graph = loads_yaml(_yaml(), "seqmap.yaml")
+    assert "SequenceMap" not in [n.op for n in graph.nodes] and "Loop" in [n.op for n in graph.nodes]
+    yaml_run, onnx_run = gx.Session(graph).run(_feeds(4)), _run(4)
+    assert yaml_run.stats.makespan_us == onnx_run.stats.makespan_us
+    for a, b in zip(yaml_run.outputs["ys"], onnx_run.outputs["ys"]):
+        np.testing.assert_array_equal(a, b)
