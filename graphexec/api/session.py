@@ -13,12 +13,15 @@ import threading
 import weakref
 from dataclasses import replace
 from os import PathLike
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from graphexec._limits import collect_due
 from graphexec.api.decode import Decoded, decode
+from graphexec.api.inspect import TensorInfo, tensor_info
+from graphexec.api.lowered import save_lowered
 from graphexec.api.simulate import computed, control_flow, simulate_cards
 from graphexec.cluster import Mode, check_spread, start
 from graphexec.engine.compiled import Compiled, clone_graph, compile
@@ -27,7 +30,7 @@ from graphexec.engine.feed_values import as_feeds, check_mapping
 from graphexec.engine.feeds import check_feeds, declared_types, default_feeds, feeds_key, signature
 from graphexec.engine.loaded import run
 from graphexec.engine.resident import LoadedPlans
-from graphexec.engine.result import Result
+from graphexec.engine.result import Result, select
 from graphexec.engine.threads import Workers
 from graphexec.errors import GraphExecError
 from graphexec.frontend import load
@@ -155,14 +158,18 @@ class Session:
         self._last = compiled
         return compiled
 
-    def run(self, feeds: Mapping[str, Any], keep: Iterable[str] = ()) -> Result:
-        """Run the graph on ``feeds`` (name -> array); outputs come in graph order.
+    def run(self, feeds: Mapping[str, Any], keep: Iterable[str] = (), outputs: Sequence[str] | None = None) -> Result:
+        """Run the graph on ``feeds`` (name -> array); outputs come in graph order, or with
+        ``outputs`` (names, as onnxruntime's ``output_names``) just those, in that order
+        (the whole graph runs: the stats and trace are the full run's).
         A session made with ``compute=False`` simulates instead (see ``simulate``). Runs
         from several threads take turns (each gets its own, correct, result).
 
         ``keep`` names outputs to leave on the device: each comes back as a
         ``DeviceTensor`` (``engine/device_tensor.py``), and a later run of this session
         takes it as a feed with no host copy (a decode loop's KV cache)."""
+        if outputs is not None:
+            return select(self.run(feeds, keep), outputs, self.graph.outputs)
         if not self.compute:
             return self.simulate(feeds)
         kept = frozenset(keep) if keep else _KEEP_NONE
@@ -221,6 +228,36 @@ class Session:
         """A decode loop on a decoder exported with its KV cache: the prompt step, then
         ``steps`` tokens, the cache kept on the device from step to step (``api/decode.py``)."""
         return decode(self, prompt, steps)
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        """The graph's inputs as declared (name, dtype, shape with symbolic dims), as
+        onnxruntime's ``get_inputs()`` gives them."""
+        return [tensor_info(n, self.graph.values[n].type) for n in self.graph.inputs]
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        """The graph's outputs as declared, in order (onnxruntime's ``get_outputs()``)."""
+        return [tensor_info(n, self.graph.values[n].type) for n in self.graph.outputs]
+
+    def get_inputs(self) -> list[TensorInfo]:
+        return self.inputs
+
+    def get_outputs(self) -> list[TensorInfo]:
+        return self.outputs
+
+    def save_graph(self, path: str | PathLike, feeds: Mapping[str, Any] | None = None) -> Path:
+        """Write the compiled graph (lowered and fused, one node per kernel task, each with
+        its stream) as ONNX to look at, for ``feeds``' shapes (None: the last compiled, else
+        the declared ones); card 0's plan on several cards (``api/lowered.py``)."""
+        return save_lowered(self.compile(feeds) if feeds is not None else self.compiled, Path(path))
+
+    def __repr__(self) -> str:
+        spread = getattr(getattr(self.multi, "cluster", None), "spread", None)
+        cards = "" if spread is None else f", devices={spread.devices}, parallel={spread.parallel!r}"
+        return (f"Session({self.graph.source!r}, device={self.profile.name!r}, streams={self.options.streams!r}"
+                f"{cards}, inputs=[{', '.join(map(str, self.inputs))}], "
+                f"outputs=[{', '.join(map(str, self.outputs))}])")
 
     @property
     def memory_plan(self) -> MemoryPlan:

@@ -17,6 +17,7 @@ import numpy as np
 import graphexec as gx
 from graphexec._files import Terminated, check_output, sigterm_unwinds, write_one
 from graphexec._render import term
+from graphexec.api.lowered import lowered_model
 from graphexec.cli import args as cli_args
 from graphexec.cli import calibrate as cli_calibrate
 from graphexec.cli import completion as cli_completion
@@ -205,17 +206,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    import onnx
+
     from graphexec.profiling.report import memory_text, schedule_text
 
     graph = gx.load(args.model)
     if args.devices > 1:   # the partition over the cards and the transfers (graphexec/cli/devices.py)
         _one_card_flags(args)
         return cli_devices.plan(args, graph, _feeds_for(graph, args, gx.Session(graph, device=args.device).profile))
+    if args.save_graph:
+        check_output(args.save_graph, "--save-graph")
+        if not args.save_graph.endswith(".onnx"):
+            raise UsageError(f"--save-graph {args.save_graph}: the compiled graph is written as .onnx")
     session = gx.Session(graph, streams=cli_args.streams(args.streams), device=args.device, policy=args.policy,
                          fusion=args.fusion == "on", fusion_switch_file=args.fusion_switch_file,
                          precision_mode=args.precision_mode, precision_numerics=args.precision_numerics,
                          measured=args.measured)
     compiled = session.compile(_feeds_for(graph, args, session.profile))
+    if args.save_graph:
+        write_one(args.save_graph, lambda tmp: onnx.save(lowered_model(compiled), str(tmp)))
+        print(f"compiled graph written to {term(args.save_graph)}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         emit("plan", plan_doc(str(args.model), session.profile.name, compiled))
         return 0
@@ -319,6 +329,8 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--streams", help="number of streams, or 'auto' (default: the graph's options, else 1)")
     plan.add_argument("--policy", choices=POLICY_CHOICES)
     plan.add_argument("--limit", type=int, default=0, help="show at most this many tasks per stream")
+    plan.add_argument("--save-graph", metavar="OUT.onnx", help="write the compiled (lowered, fused) graph as ONNX: "
+                      "one node per kernel task, its stream in the node's doc string")
     _model_options(plan)
     cli_devices.spread_options(plan)
     plan.set_defaults(fn=cmd_plan)

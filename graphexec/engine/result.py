@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -117,6 +118,32 @@ class Result:
                 raise GraphExecError("this result keeps no run record to diagnose (it was not made by Session.run)")
             self._diagnosis = diagnose(self.run, self.stats)
         return self._diagnosis
+
+    def __repr__(self) -> str:
+        outs = ", ".join(f"{k}: {_short(v)}" for k, v in self.outputs.items())
+        return (f"Result(outputs={{{outs}}}, makespan_us={self.stats.makespan_us:,.1f}, "
+                f"num_tasks={self.stats.num_tasks}, num_streams={self.stats.num_streams})")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype.name}[{','.join(map(str, value.shape))}]"
+    return type(value).__name__
+
+
+def select(result: Result, names: Sequence[str], order: Sequence[str]) -> Result:
+    """``result`` with only the outputs ``names`` (in that order); an unknown name is an error."""
+    from graphexec.errors import GraphExecError
+
+    if isinstance(names, str):
+        raise GraphExecError(f"outputs must be a list of names, not the string {names!r}")
+    unknown = [n for n in names if n not in order]
+    if unknown:
+        raise GraphExecError(f"outputs: {unknown[0]!r} is not an output of the graph; outputs are: "
+                             f"{', '.join(order)}")
+    picked = copy.copy(result)   # not dataclasses.replace: that would observe (profile) the run again
+    picked.outputs = {n: result.outputs[n] for n in names if n in result.outputs}
+    return picked
 
 
 def make_stats(compiled: "Compiled", dev: "Device") -> Stats:
