@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -123,7 +124,8 @@ def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
         return node, issues + [(("attributes",), str(e))]
     problem = schema_problem(full.proto, graph.opsets)
     if problem and not issues:
-        issues.append((("inputs",), f"node {full} {problem}"))
+        attr = re.match(r"attribute '([^']+)'", problem)   # an attribute's rule: point at that attribute
+        issues.append((("attributes", attr.group(1)) if attr else ("inputs",), f"node {full} {problem}"))
     full.meta = node.meta
     return full, issues
 

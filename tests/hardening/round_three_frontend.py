@@ -165,6 +165,21 @@ ATTRIBUTES = [
          "give it with --input o=FILE.npz (the form --save writes)"),
 ]
 
+CONV_YAML = """version: 1
+name: g
+opset: 18
+inputs: [x]
+outputs: [y]
+tensors:
+  x: {dtype: float32, shape: [1, 2, 8, 8]}
+  w: {dtype: float32, shape: [2, 2, 3, 3], value: 1.0}
+nodes:
+  - {name: conv, op: Conv, inputs: [x, w], outputs: [y], attributes: {strides: [0, 1]}}
+"""
+ATTRIBUTES.append(Case("attributes", "yaml_conv_stride_zero_at_its_attribute",
+                       lambda d: ["validate", B.write(d, "g.yaml", CONV_YAML)],
+                       "{d}/g.yaml:10:71: node conv (Conv) attribute 'strides' must be positive, got [0, 1]"))
+
 ODD_NAMES = ("1e3", "2e-3", "1E+5", "-4e2", "true", "null", "0x10", ".inf", "~")
 
 
