@@ -109,6 +109,7 @@ def render(view: View) -> str:
     end = max((e["ts"] + e.get("dur", 0.0) for e in view.events if e.get("ph") == "X"), default=0.0)
     peak = other.get("peak", {})
     title = f"graphexec profile: {_subject(other, stats)}"
+    card0 = " (card 0's: the diagnosis is made on card 0's plan)" if sections.multi_card(stats) else ""
     parts = [f"<h1>{_e(title)}</h1><p>from {_e(view.source)}</p>", _calibration(other.get("device")),
              "<h2>Key metrics</h2>", _metrics(stats, view),
              sections.cards(view, end) if sections.multi_card(stats)
@@ -116,10 +117,10 @@ def render(view: View) -> str:
              "<h2>Timeline</h2>", timeline.section(view),
              "<h2>Task-queue depth</h2>", charts.queue_depth(view.queue(), peak.get("queue_depth"), end),
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),
-             "<h2>Actions: settings ranked by measured gain</h2>", _actions(view.diagnosis),
-             "<h2>Diagnosis: what bounds the run</h2>", _diagnosis(view.diagnosis),
-             "<h2>Idle time per stream</h2>", _idle(view.diagnosis),
-             "<h2>Launches and queues</h2>", _launches(view.diagnosis),
+             f"<h2>Actions: settings ranked by measured gain{card0}</h2>", _actions(view.diagnosis),
+             f"<h2>Diagnosis: what bounds the run{card0}</h2>", _diagnosis(view.diagnosis),
+             f"<h2>Idle time per stream{card0}</h2>", _idle(view.diagnosis),
+             f"<h2>Launches and queues{card0}</h2>", _launches(view.diagnosis),
              "<h2>Memory</h2>", sections.memory(view),
              "<h2>HCCL and links between cards</h2>", sections.hccl(view),
              "<h2>Op types (op_statistic)</h2>", sections.op_statistic(view.rows),

@@ -11,7 +11,8 @@ STYLE = """body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4e
 .card b{display:block;font-size:1.3em}table{border-collapse:collapse;font-size:.85em}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}th{background:#f3f3f3;cursor:pointer}
 td.n{text-align:right}.first{background:#fff4d6}svg{max-width:100%;height:auto}"""
-SORT_JS = """document.querySelectorAll('table.sortable th').forEach(function(th, i){
+SORT_JS = """document.querySelectorAll('table.sortable th').forEach(function(th){
+  var i = th.cellIndex;   // the column within its own table (a page has several sortable tables)
   th.addEventListener('click', function(){
     var body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
     var asc = th.dataset.dir !== 'asc'; th.dataset.dir = asc ? 'asc' : 'desc';
