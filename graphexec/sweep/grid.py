@@ -5,6 +5,7 @@ first point comes first; speedups are over one stream on one card, sweep/run.py)
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -12,6 +13,11 @@ from typing import Any, Iterable, Sequence
 from graphexec.errors import GraphExecError
 
 MODEL_SUFFIXES = (".onnx", ".yaml", ".yml")
+# The most points one sweep takes. A point is a compile and a timing-only run (milliseconds
+# to seconds) and a row held until the sweep ends: 100,000 points are hours of work, and a
+# grid of 10^6 was built and submitted whole (2 GB, no row after a minute). Bigger grids
+# are refused before any point is made; split them (an --output resumes across runs).
+MAX_POINTS = 100_000
 KEY = ("model", "device", "streams", "policy", "devices", "parallel")   # the columns that name a point
 
 
@@ -71,10 +77,17 @@ def grid(models: Sequence[str], devices: Sequence[str], streams: Sequence[int | 
          cards: Sequence[int], parallel: Sequence[str]) -> list[Point]:
     """Every point, model outermost then device, streams, policy, cards, mode; on one
     card the modes are one point (nothing is spread)."""
-    for what, values in (("models", models), ("devices", devices), ("streams", streams), ("policies", policies),
-                         ("card counts", cards), ("parallel modes", parallel)):
+    sizes = {"models": models, "devices": devices, "stream counts": streams, "policies": policies,
+             "card counts": cards, "parallel modes": parallel}
+    for what, values in sizes.items():
         if not values:
             raise GraphExecError(f"a sweep needs at least one of its {what}")
+    distinct = {k: len(dict.fromkeys(map(str, v))) for k, v in sizes.items()}
+    total = math.prod(distinct.values())   # counted before one point is made
+    if total > MAX_POINTS:
+        shape = " x ".join(f"{n:,} {k}" for k, n in distinct.items())
+        raise GraphExecError(f"a sweep of up to {total:,} points ({shape}) is more than the {MAX_POINTS:,} one sweep "
+                             "takes; split the grid")
     points: list[Point] = []
     seen: set[tuple[str, ...]] = set()
     for m, d, s, p, n, par in itertools.product(models, devices, streams, policies, cards, parallel):

@@ -11,6 +11,7 @@ Ray is an optional extra: ``pip install -e ".[cluster]"``.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -49,10 +50,12 @@ class RayBackend:
         self.started = False
         if not self.ray.is_initialized():
             try:
-                self.ray.init(address=address, include_dashboard=False, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as e:
+                self.ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                              logging_level=logging.ERROR)   # the sweep's line is the one line on failure
+            except Exception as e:   # noqa: BLE001  (whatever stops Ray starting: a socket path too long, a memory cap)
                 where = f"at {address}" if address else "locally"
-                raise GraphExecError(f"cannot start or reach a Ray cluster {where}: {first_line(str(e))}") from e
+                raise GraphExecError(f"cannot start or reach a Ray cluster {where}: {type(e).__name__}: "
+                                     f"{first_line(str(e))}") from e
             self.started = True
         self.task = self.ray.remote(max_retries=3)(ray_work)
 
@@ -77,8 +80,14 @@ class RayBackend:
             for ref in refs[taken + 1:]:   # interrupted: the points not taken back are not wanted
                 if ref is not None:
                     self.ray.cancel(ref)
-            if self.started:
-                self.ray.shutdown()
+            self.close()
+
+    def close(self) -> None:
+        """Stop the Ray this backend started (rows do when they end; a sweep with nothing
+        left to run never asks for them)."""
+        if self.started and self.ray.is_initialized():
+            self.ray.shutdown()
+        self.started = False
 
     def _get(self, ref: Any, box: list[Any], job: Job) -> dict[str, Any]:
         """The task's row; one whose worker or node was lost is submitted again."""

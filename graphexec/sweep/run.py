@@ -46,8 +46,10 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
         raise GraphExecError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise GraphExecError(f"batch must be an int >= 1, not {batch!r}")
-    out = open_output(output) if output is not None else None
+    runner = _backend(backend, workers, address)   # checked (Ray imported and started) before --output is made
+    out = None
     try:
+        out = open_output(output) if output is not None else None
         # a row counts as done only for the batch it was run at (a rerun at another batch is new work)
         rows = {_key(r): r for r in (out.rows if out is not None else []) if r.get("batch") == batch}
         todo = [Job(p, batch, verify, diagnose) for p in points if p.key not in rows]
@@ -58,7 +60,7 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
         jobs = with_baselines(todo, bases, rows)
         silent: dict[tuple[str, ...], dict[str, Any]] = {}   # baselines the grid lacks: not rows
         keys = {p.key for p in points}
-        for row, job in zip(_backend(backend, workers, address).rows(found, jobs) if jobs else iter(()), jobs):
+        for row, job in zip(runner.rows(found, jobs) if jobs else iter(()), jobs):
             row["batch"] = batch
             if job.point.key not in keys:
                 silent[job.point.key] = row
@@ -74,6 +76,7 @@ def sweep(models: str | Path | Iterable[str | Path], device: Sequence[str] = ("a
     finally:
         if out is not None:
             out.close()
+        getattr(runner, "close", lambda: None)()
     return [rows[p.key] for p in points]
 
 

@@ -353,4 +353,44 @@ LOOP_ENV = {"max_iterations_1e3": {ITERATIONS: "1e3"}, "max_iterations_0": {ITER
             "while_loop_past_a_small_budget": {"GRAPHEXEC_HOST_BUDGET": str(1 << 20)},
             "scan_of_4_mib_an_iteration": {"GRAPHEXEC_HOST_BUDGET": str(64 << 20)}}
 
-CORPUS: list[Any] = ROUND_THREE + EXIT_PROFILE + EAGER + LOOPS   # what the corpus report counts for issue 39
+
+
+def _sweep(*args: str, output: str | None = "rows.csv") -> Make:
+    def make(d: Path) -> list:
+        out = ["--output", str(d / output)] if output else []
+        return ["sweep", B.write(d, "m.onnx", B.relu_model()), *args, *out]
+    return make
+
+
+THOUSAND = ",".join(map(str, range(1, 1001)))
+RAY_DOWN = "cannot start or reach a Ray cluster locally: "
+SWEEP = [
+    Case("sweep", "grid_of_a_million", _sweep("--streams", THOUSAND, "--devices", THOUSAND),
+         "a sweep of up to 1,000,000 points (1 models x 1 devices x 1,000 stream counts x 1 policies x 1,000 card "
+         "counts x 1 parallel modes) is more than the 100,000 one sweep takes; split the grid"),
+    Case("sweep", "grid_past_the_limit_by_policies", _sweep("--streams", THOUSAND, "--policy", "ge,list,chains",
+                                                             "--devices", ",".join(map(str, range(1, 41)))),
+         "a sweep of up to 120,000 points (1 models x 1 devices x 1,000 stream counts x 3 policies x 40 card counts x "
+         "1 parallel modes) is more than the 100,000 one sweep takes; split the grid"),
+    Case("sweep", "ray_absent_no_output", _sweep("--backend", "ray"),
+         "--backend ray needs ray: pip install -e '.[cluster]' (or pip install ray)"),
+    Case("sweep", "ray_socket_path_too_long", _sweep("--backend", "ray"),
+         RAY_DOWN + "OSError: validate_socket_filename failed: AF_UNIX path length cannot exceed 107 bytes: "
+         "/tmp/ddd/ray/session_1/sockets/plasma_store"),
+    Case("sweep", "ray_address_space_cap", _sweep("--backend", "ray"),
+         RAY_DOWN + "Exception: The current node timed out during startup. This could happen because some of the "
+         "raylet failed to startup or the GCS has become overloaded."),
+    Case("sweep", "ray_unreachable_address", _sweep("--backend", "ray", "--address", "10.255.255.1:6379"),
+         "cannot start or reach a Ray cluster at 10.255.255.1:6379: ConnectionError: could not connect"),
+]
+# what a fake ray's init raises (None: no ray at all)
+SWEEP_RAY: dict[str, BaseException | None] = {
+    "ray_absent_no_output": None,
+    "ray_socket_path_too_long": OSError("validate_socket_filename failed: AF_UNIX path length cannot exceed 107 "
+                                        "bytes: /tmp/ddd/ray/session_1/sockets/plasma_store"),
+    "ray_address_space_cap": Exception("The current node timed out during startup. This could happen because some "
+                                       "of the raylet failed to startup or the GCS has become overloaded.\nmore"),
+    "ray_unreachable_address": ConnectionError("could not connect"),
+}
+
+CORPUS: list[Any] = ROUND_THREE + EXIT_PROFILE + EAGER + LOOPS + SWEEP   # what the corpus report counts for issue 39

@@ -12,13 +12,14 @@ import re
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 
 from graphexec._render import UNSAFE
 from hardening import bad_inputs as B
-from hardening.round_three import EAGER, HOSTILE, LOOP_ENV, LOOPS, ROUND_THREE, hostile_model
+from hardening.round_three import EAGER, HOSTILE, LOOP_ENV, LOOPS, ROUND_THREE, SWEEP, SWEEP_RAY, hostile_model
 from hardening.test_corpus import ROOT, expected, run_cli
 
 FORMULA = re.compile(r"[=+\-@\t\r]")
@@ -230,3 +231,28 @@ def test_issue_39_case_loops(case, tmp_path, capsys, monkeypatch):
     rc, out, err = run_cli(args, capsys)
     assert (rc, err) == (case.rc, expected(args, case.message, tmp_path))
     assert time.process_time() - t0 < 60   # refused, not run for minutes
+
+
+def _fake_ray(error: BaseException | None) -> object:
+    """A ray module whose init raises ``error`` (None: ray is not installed)."""
+    if error is None:
+        return None   # sys.modules["ray"] = None: importing it raises ImportError
+
+    def init(**kwargs):
+        raise error
+    return types.SimpleNamespace(is_initialized=lambda: False, init=init)
+
+
+@pytest.mark.parametrize("case", SWEEP, ids=[c.name for c in SWEEP])
+def test_issue_39_case_sweep(case, tmp_path, capsys, monkeypatch):
+    """The sweep front end: a grid past its size, or a backend that cannot start, is one
+    line before any point runs, and --output is not created."""
+    if case.name in SWEEP_RAY:
+        monkeypatch.setitem(sys.modules, "ray", _fake_ray(SWEEP_RAY[case.name]))
+    args = case.make(tmp_path)
+    t0 = time.process_time()
+    rc, out, err = run_cli(args, capsys)
+    assert rc == case.rc and err.startswith(expected(args, case.message, tmp_path).rstrip("\n")), err
+    assert len(err.splitlines()) == 1 and out == ""
+    assert not (tmp_path / "rows.csv").exists()
+    assert time.process_time() - t0 < 10
