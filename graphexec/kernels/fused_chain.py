@@ -212,7 +212,10 @@ def _blocks(y3: np.ndarray, s3: np.ndarray | None, steps: list[Step], per: int, 
             blk = y3[i, c0:c1]
             cur = blk if s3 is None else s3[i, c0:c1]
             for s in steps:
-                operand = zero[:c1 - c0] if s.operand is _RELU else s.block(i, c0, c1)
+                if s.operand is _RELU:   # a 0-d zero past scratch.MAX_CONSTANT (a channel of 4M elements)
+                    operand = zero[:c1 - c0] if zero.ndim else zero
+                else:
+                    operand = s.block(i, c0, c1)
                 if s.bound is not None:
                     s.ufunc(cur, operand, s.bound, out=blk)
                 elif s.first:

@@ -91,3 +91,14 @@ def test_the_plain_switch_keeps_the_member_by_member_run(monkeypatch):
     monkeypatch.setattr(_switch, "FAST", True)
     ref, _ = _run(graph, [feeds], True, monkeypatch)
     assert session.run(feeds).outputs["y"].tobytes() == ref[0].tobytes()
+
+
+def test_a_channel_past_the_cached_constants_gets_a_scalar_zero(monkeypatch):
+    from graphexec.kernels import scratch
+    monkeypatch.setattr(scratch, "MAX_CONSTANT", 16)   # every Relu block bigger than the cached zeros
+    graph = _conv_sum_relu()
+    feeds = [{"x": RNG.standard_normal((1, C, H, W)).astype(np.float32),
+              "r": RNG.standard_normal((1, C, H, W)).astype(np.float32)}]
+    got, _ = _run(graph, feeds, False, monkeypatch)
+    ref, _ = _run(graph, feeds, True, monkeypatch)
+    assert got[0].tobytes() == ref[0].tobytes()
