@@ -254,10 +254,11 @@ def _rcnn(kind: str, size: int) -> Callable[[Path], Feeds]:
         _seed()
         if kind == "faster":
             model = detection.fasterrcnn_mobilenet_v3_large_320_fpn(
-                weights=None, weights_backbone=None, num_classes=5, min_size=size, max_size=size)
-        else:
+                weights=None, weights_backbone=None, num_classes=5, min_size=size, max_size=size,
+                box_detections_per_img=10)
+        else:   # 10 detections: the mask paste is a Loop over them, 100 would take minutes to check
             backbone = resnet_fpn_backbone(backbone_name="resnet18", weights=None, trainable_layers=5)
-            model = detection.MaskRCNN(backbone, num_classes=5, min_size=size, max_size=size)
+            model = detection.MaskRCNN(backbone, num_classes=5, min_size=size, max_size=size, box_detections_per_img=10)
         model = model.eval()
         image = torch.rand(3, size, size)
         outs = ["boxes", "labels", "scores"] + (["masks"] if kind == "mask" else [])
