@@ -19,6 +19,7 @@ from graphexec.api.compare import Comparison, run_rows
 from graphexec.api.session import Session
 from graphexec.cluster import one_card
 from graphexec.ir import Graph
+from graphexec.profiling.cards_summary import tensor_line
 from graphexec.profiling.console import table
 from graphexec.runtime.systems import load_system
 
@@ -59,7 +60,9 @@ class DeviceComparison(Comparison):
                  f"{100 * r.comm_hidden:.1f}%", f"{100 * r.cube_utilization:.1f}%",
                  f"{100 * r.vector_utilization:.1f}%",
                  f"{r.peak_bytes / 2**20:,.2f} MiB", f"{r.weight_bytes / 2**20:,.2f} MiB"] for r in self.rows]
-        return "\n".join([table(head, body), self.speedup_note(), self.verdict])
+        why = [f"{r.devices} cards: {tensor_line(res.stats.extra['tensor_splits'])}"
+               for r, res in zip(self.rows, self.results) if "tensor_splits" in res.stats.extra]
+        return "\n".join([table(head, body), *why, self.speedup_note(), self.verdict])
 
 
 def compare_devices(graph: Graph, devices: Iterable[int], feeds: Mapping[str, Any], parallel: str = "data",

@@ -30,15 +30,15 @@ from graphexec.cli import made as cli_made
 from graphexec.cli import sweep as cli_sweep
 from graphexec.cli import view as cli_view
 from graphexec.cli.args import UsageError
-from graphexec.cli.fallbacks import session_fallbacks
 from graphexec.cli.inputs import given_names as read_inputs_given
 from graphexec.cli.inputs import read_inputs
 from graphexec.cli.jsonout import emit
 from graphexec.cli.plan_json import plan_doc
+from graphexec.cli.summary import print_summary
 from graphexec.cli.values import flatten
-from graphexec.engine.result import summarize
 from graphexec.errors import GraphExecError
 from graphexec.passes.precision import MODES as PRECISION_MODES
+from graphexec.profiling.cards_summary import parts_doc
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -102,9 +102,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         emit("run", {"model": str(args.model), "device": session.profile.name,
                      "inputs": {k: _describe(v) | {"made": k in made} for k, v in feeds.items()},
                      "outputs": {k: _describe(v) for k, v in result.outputs.items()},
-                     "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict()})
+                     "stats": result.stats.to_dict(), "diagnosis": diagnosis.to_dict(),
+                     **({} if session.multi is None else parts_doc(result.trace))})
     else:
-        _print_summary(args.model, session, result, cli_made.input_lines(graph, feeds, made))
+        print_summary(args.model, session, result, cli_made.input_lines(graph, feeds, made))
         if args.measured and session.multi is None:
             from graphexec.passes.measured import coverage
 
@@ -138,26 +139,6 @@ def _describe(v: Any) -> dict[str, Any]:
         return {"type": type(v).__name__}
     return {"dtype": v.dtype.name, "shape": list(v.shape),
             "head": np.asarray(v).reshape(-1)[:5].tolist() if v.dtype != object else []}
-
-
-def _print_summary(model: str, session: gx.Session, result: gx.Result, inputs: list[str]) -> None:
-    s = result.stats
-    print(f"{term(model)} on {term(session.profile.name)}, {s.num_streams} stream(s)")
-    print("\n".join(inputs))
-    for name, value in result.outputs.items():
-        print(f"  output {term(name)}: {summarize(value)}")
-    print(f"  simulated device time {s.makespan_us:,.1f} us (lower bound {s.lower_bound_us:,.1f} us)")
-    print(f"  tasks {s.num_tasks} ({s.num_kernels} AI-core kernels, {s.num_aicpu} AI-CPU), events {s.num_events}")
-    if (line := session_fallbacks(session)) is not None:
-        print(term(line))
-    if s.precision_mode:
-        print(f"  precision: timed in {s.precision_mode}, outputs computed "
-              f"{'as the model defines them' if s.precision_computed == 'model' else 'in ' + s.precision_computed}")
-    print(f"  activation pool {s.peak_bytes:,} bytes (live peak {s.lower_bound_bytes:,}, "
-          f"no reuse {s.no_reuse_bytes:,}); weights {s.weight_bytes:,} bytes")
-    from graphexec.profiling.console import profile_text
-
-    print(profile_text(result))
 
 
 def _feeds_for(graph: gx.Graph, args: argparse.Namespace, profile: Any) -> dict[str, Any]:

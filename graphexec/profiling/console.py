@@ -142,8 +142,12 @@ def op_type_table(stat_rows: Sequence[dict[str, Any]], limit: int = 5, indent: s
 def diagnosis_lines(diagnosis: Any, width: int = 100) -> list[str]:
     """The verdict in plain words, the ops that matter, and the other causes by gain."""
     lines = textwrap.wrap(f"diagnosis: {term(diagnosis.message)}", width, initial_indent="  ", subsequent_indent="    ")
-    if diagnosis.ops:
-        ops = ", ".join(f"{term(o['name'])} ({term(o['op'])}, {o['us']:,.1f} us)" for o in diagnosis.ops)
+    if diagnosis.ops:   # a node that ran once per micro-batch is named once, with its runs
+        runs: dict[tuple[str, str], list[float]] = {}
+        for o in diagnosis.ops:
+            runs.setdefault((o["name"], o["op"]), []).append(o["us"])
+        ops = ", ".join(f"{term(name)} ({term(op)}, {us[0]:,.1f} us" + (f" x{len(us)})" if len(us) > 1 else ")")
+                        for (name, op), us in runs.items())
         lines += textwrap.wrap(f"ops that matter: {ops}", width, initial_indent="    ",
                                subsequent_indent="      ")
     others = [f"{c.reason} {c.gain:.2f}x" for c in getattr(diagnosis, "causes", [])[1:]]

@@ -1,0 +1,62 @@
+"""A multi-card run's summary adds up, typed as a user types it: the makespan is printed as
+its parts (host copies in and out, compute, communication no compute hid, nothing busy)
+that sum to it, each card's idle time and the pipeline bubble are printed, the header
+names the cards, weights are all cards', a node is named once however many micro-batches
+ran it, and a tensor-parallel run says why it split nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = str(ROOT / "models" / "inception_block.onnx")
+SCHEMA = json.loads((ROOT / "schemas" / "cli.schema.json").read_text())
+PIPELINE = ["--devices", "2", "--parallel", "pipeline", "--microbatches", "2", "--shape", "data=4,192,28,28",
+            "--timing-only"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphexec", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+def test_pipeline_summary_adds_up_and_names_its_parts():
+    p = cli("run", MODEL, *PIPELINE)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "on 2 x ascend910 (atlas800-910), parallel pipeline, 1 stream(s) per card, 2 micro-batch(es)" in out
+    m = re.search(r"makespan ([\d,.]+) us = host copies in ([\d,.]+) \+ compute ([\d,.]+) \+ communication not "
+                  r"hidden ([\d,.]+) \+ host copies out ([\d,.]+) \+ no card busy ([\d,.]+)", out)
+    assert m, out
+    total, *parts = (float(x.replace(",", "")) for x in m.groups())
+    assert sum(parts) == pytest.approx(total, abs=0.3)
+    assert re.search(r"simulated device time " + re.escape(m.group(1)) + " us", out)   # the same makespan
+    assert re.search(r"idle while another card works: card 0 [\d,.]+ us, card 1 [\d,.]+ us; pipeline bubble", out)
+    assert "weights" in out and "on all cards together" in out and "card 0's run" in out
+    doc = json.loads(cli("run", MODEL, *PIPELINE, "--json").stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert sum(doc["makespan_parts_us"].values()) == pytest.approx(doc["stats"]["makespan_us"], rel=1e-9)
+    assert set(doc["card_idle_us"]) == {"0", "1"}
+
+
+def test_ops_that_matter_name_a_node_once():
+    p = cli("run", MODEL, "--devices", "2", "--parallel", "pipeline", "--microbatches", "4", "--shape",
+            "data=8,192,28,28", "--timing-only")
+    line = next((x for x in p.stdout.splitlines() if "ops that matter" in x), "")
+    names = re.findall(r"(\S+) \(\w+, [\d,.]+ us", line)
+    assert len(names) == len(set(names)), line
+
+
+def test_tensor_parallel_says_why_nothing_was_split():
+    p = cli("compare", MODEL, "--devices", "2", "--parallel", "tensor", "--shape", "data=2,192,28,28",
+            "--timing-only")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"2 cards: tensor parallel: nothing split, 6 kept whole: b1_1x1 \(Conv\): it would save "
+                     r"[\d.]+ us of compute for [\d.]+ us of all_gather", p.stdout), p.stdout
