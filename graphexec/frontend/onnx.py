@@ -195,12 +195,13 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
     into ``model`` first (``onnx_functions.py``): the caller hands over a model it owns.
     """
     inline_functions(model, source)
-    lower_sequence_maps(model)
     g = model.graph
     nodes = [fields_of(n) for n in g.node]   # each field read once (see fields_of)
-    for i, (n, name, op, *_, attrs) in enumerate(nodes):  # first: the checks below walk subgraphs recursively
+    for i, (n, name, op, *_, attrs) in enumerate(nodes):  # first: the walks below recurse into subgraphs
         if attrs:   # a node without attributes holds no subgraph
             check_depth(n, name or f"{op}_{i}", source)
+    if lower_sequence_maps(model):
+        nodes = [fields_of(n) for n in g.node]
     check_text(model, source, nodes)
     check_no_external_data(model, source, [f[-1] for f in nodes])
     for vi in g.input:

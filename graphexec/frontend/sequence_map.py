@@ -22,12 +22,14 @@ _SEQUENCE_OPS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "Sequen
                  "SequenceMap"}
 
 
-def lower_sequence_maps(model: onnx.ModelProto) -> None:
-    """Replace every SequenceMap of ``model`` (subgraphs included) by its Loop, in place."""
+def lower_sequence_maps(model: onnx.ModelProto) -> bool:
+    """Replace every SequenceMap of ``model`` (subgraphs included) by its Loop, in place; True
+    if there was one. Called after the nesting depth is checked: the walks here recurse."""
     if not any(n.op_type == "SequenceMap" and n.domain in ("", "ai.onnx") for n in _all_nodes(model.graph.node)):
-        return
+        return False
     kinds = _declared_kinds(model)
     _lower_graph(model.graph, kinds)
+    return True
 
 
 def _all_nodes(nodes: Iterator[onnx.NodeProto] | list[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
