@@ -109,8 +109,8 @@ def test_topology_constants_match_acl_rt_h():
 def test_sources_cite_or_say_assumption_and_describe_names_the_links(name):
     s = load_system(name)
     for field, source in s.sources.items():
-        assert source.startswith(("assumption: ", "CANN 8.0 API reference", "msprof's analysis code", "HCCL ", "NVIDIA ",
-                                  "A100 ", "DGX ", "measured: ", "measured (", "fitted: ")), field
+        assert source.startswith(("assumption: ", "CANN 8.0 API reference", "msprof's analysis code", "HCCL ",
+                                  "NVIDIA ", "A100 ", "DGX ", "measured: ", "measured (", "fitted: ")), field
         assert "facts.md" not in source, field   # a document the user does not have (issue 37)
     text = s.describe()
     assert text.startswith(f"{name}: {s.count} x {s.device_profile.name}") and "GB/s" in text
