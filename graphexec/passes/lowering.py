@@ -106,7 +106,20 @@ def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: 
     if runs_on_device(node, graph):   # its cost is the opaque estimate timing-only runs use
         kind = TaskKind.CONTROL
     return Task(tid, kind, node.name, node.op, tuple(dict.fromkeys(reads)), tuple(outs), cost.unit,
-                cost.flops, cost.bytes, cost.block_dim, dtype, node)
+                cost.flops, cost.bytes, cost.block_dim, dtype, node, conv_groups(graph, node))
+
+
+def conv_groups(graph: Graph, node: Node) -> tuple[int, ...]:
+    """(groups, input and output channels per group) of a grouped Conv with a known weight
+    shape; () otherwise (kernel_time pads these to the cube fractal where the profile says so)."""
+    groups = node.attrs.get("group", 1)
+    if node.op != "Conv" or node.domain or not isinstance(groups, int) or groups <= 1 or len(node.inputs) < 2:
+        return ()
+    w = graph.values[node.inputs[1]].type.shape if node.inputs[1] in graph.values else None
+    cout, cin = (w[0], w[1]) if w and len(w) >= 2 else (None, None)
+    if not isinstance(cout, int) or not isinstance(cin, int) or cin <= 0 or cout <= 0 or cout % groups:
+        return ()
+    return (groups, cin, cout // groups)
 
 
 def _fused_task(tid: int, node: Node, graph: Graph, reads: list[str]) -> Task:
@@ -116,7 +129,7 @@ def _fused_task(tid: int, node: Node, graph: Graph, reads: list[str]) -> Task:
     dtype = _compute_dtype(graph, head, [o for o in head.outputs if o], cost.unit)
     outs = tuple(o for o in node.outputs if o)
     return Task(tid, TaskKind.KERNEL, node.name, node.op, tuple(dict.fromkeys(reads)), outs, cost.unit,
-                cost.flops, cost.bytes, cost.block_dim, dtype, node)
+                cost.flops, cost.bytes, cost.block_dim, dtype, node, conv_groups(graph, head))
 
 
 def _compute_dtype(graph: Graph, node: Node, outputs: list[str], unit: str) -> str:

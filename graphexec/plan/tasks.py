@@ -44,6 +44,9 @@ class Task:
         block_dim: how many independent blocks (output tiles) it splits into.
         dtype: the compute dtype, which picks the unit's peak throughput.
         node: the IR node it came from.
+        conv_groups: (groups, input channels per group, output channels per group) of a grouped
+            convolution (a fused kernel's head), for a profile that pads groups to its cube
+            fractal (``kernels.cube.group_c0``); () for every other task.
     """
 
     id: int
@@ -58,6 +61,7 @@ class Task:
     block_dim: int = 1
     dtype: str = "float32"
     node: Node | None = None
+    conv_groups: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, eq=False, slots=True)

@@ -26,6 +26,7 @@ block per tile at the peak rate, no fixed cost. AI CPU kernels always do.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,21 @@ def op_class(meta: Any) -> str:
     return node.op.split("+", 1)[0] if node is not None else ""
 
 
+def group_padding(meta: Any, c0: int) -> float:
+    """How many times its true MACs a grouped convolution costs on cube fractals of ``c0``
+    channels: CANN's conv2d merges e groups into one block-diagonal weight, e = min(lcm(
+    lcm(cin_g, c0) / cin_g, lcm(cout_g, c0) / cout_g), groups), and pads the merged channels
+    to c0 (a depthwise conv on C0 = 16: 16x). 1 for a task with no ``conv_groups``."""
+    task = meta.get("task") if isinstance(meta, Mapping) else meta
+    geometry = getattr(task, "conv_groups", ())
+    if not geometry:
+        return 1.0
+    g, cin, cout = geometry
+    e = min(math.lcm(math.lcm(cin, c0) // cin, math.lcm(cout, c0) // cout), g)
+    padded = -(-g // e) * (-(-e * cin // c0) * c0) * (-(-e * cout // c0) * c0)
+    return padded / (g * cin * cout)
+
+
 def kernel_time(profile: DeviceProfile, unit: str, dtype: str, flops: float, nbytes: float,
                 tiles: int, meta: Any = None) -> tuple[int, float, float]:
     """(blocks, one block's compute time in us, one block's bytes) of a kernel; ``meta``
@@ -62,6 +78,8 @@ def kernel_time(profile: DeviceProfile, unit: str, dtype: str, flops: float, nby
     if km is None or unit not in ("cube", "vector"):
         return tiles, flops / tiles / peak, nbytes / tiles
     u = getattr(km, unit)
+    if u.group_c0 is not None and meta is not None:
+        flops *= group_padding(meta, u.group_c0)
     items = -(-tiles // u.split)
     cores = profile.unit_cores(unit)
     n = items if items < cores else cores

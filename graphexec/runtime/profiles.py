@@ -121,6 +121,10 @@ class UnitKernels(BaseModel):
         None, description="Fraction of 'efficiency' a block reaches when it runs a single work item: no "
                           "second item is resident on its core to hide the first one's load latency (a GPU "
                           "SM holding one CTA); none: 1.")
+    group_c0: Count | None = Field(
+        None, description="Channels of one cube fractal (C0): a grouped convolution's per-group input and "
+                          "output channels are padded to it after CANN's group enlarge (kernel_time."
+                          "group_padding); none: no padding.")
 
     @model_validator(mode="after")
     def _has_default(self) -> UnitKernels:

@@ -44,6 +44,7 @@ DEVICE: dict[str, Range] = {
     "kernels.*.efficiency.*": (1e-4, 1.0, "fraction of the peak rate"),
     "kernels.*.op_efficiency.*": (1e-4, 1.0, "fraction of the peak rate"),
     "kernels.*.lone_efficiency": (1e-4, 1.0, "fraction of efficiency"),
+    "kernels.*.group_c0": (1, 1024, "channels per cube fractal"),
     "kernels.l2_bytes": (1, 1 << 40, "bytes of on-chip L2"),
     "kernels.l2_bandwidth_gbps": RATE_GBPS,
 }

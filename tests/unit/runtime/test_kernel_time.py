@@ -148,3 +148,45 @@ def test_task_time_remembers_per_cost_fields_and_meta_object():
     assert len(memo) == 4 and all(entry[0] is t.meta for entry, t in zip(memo.values(), tasks))
     with _switch.plain():   # the plain reference: no memo
         assert task_time({}, profile, tasks[0]) == task_time(memo, profile, tasks[0])
+
+
+@pytest.mark.parametrize("groups, cin_g, cout_g, padding", [
+    (32, 1, 1, 16.0),       # depthwise: 16 groups merged into a 16-wide diagonal block: 16x
+    (32, 8, 8, 2.0),        # ResNeXt's 8-wide groups: two merged into one 16-wide block, half of it zero
+    (7, 24, 24, 16 / 7),    # RegNetX's 24-wide groups: two merged into 48 channels (2x), 7 groups in 4 blocks
+    (2, 64, 64, 1.0),       # whole fractals: nothing padded
+])
+def test_a_grouped_conv_pays_cann_s_group_enlarge_on_a_profile_with_group_c0(groups, cin_g, cout_g, padding):
+    import types
+
+    from graphexec.runtime.kernel_time import group_padding
+
+    task = types.SimpleNamespace(conv_groups=(groups, cin_g, cout_g))
+    assert group_padding(task, 16) == pytest.approx(padding)
+    assert group_padding({"task": task}, 16) == pytest.approx(padding)   # eager mode's meta
+    p310 = load_profile("ascend310p")
+    assert p310.kernels is not None and p310.kernels.cube.group_c0 == 16
+    _, slow, _ = kernel_time(p310, "cube", "float16", 1e9, 0.0, 64, task)
+    _, plain, _ = kernel_time(p310, "cube", "float16", 1e9, 0.0, 64, types.SimpleNamespace(conv_groups=()))
+    km = p310.kernels.cube
+    items = -(-64 // km.split)
+    loops = -(-items // min(items, p310.ai_cores))
+    fill = km.block_fixed_us + loops * km.item_fill_us
+    assert slow - fill == pytest.approx((plain - fill) * padding)
+
+
+def test_a_compiled_depthwise_conv_carries_its_groups_and_a_gpu_does_not_pad_them():
+    import dataclasses
+
+    import graphexec as gx
+
+    b = gx.GraphBuilder("dw")
+    x = b.input("x", "float16", [8, 64, 56, 56])
+    b.output(b.Conv(x, np.zeros((64, 1, 3, 3), np.float16), group=64, pads=[1, 1, 1, 1]))
+    t = next(t for t in gx.Session(b.build(), device="ascend310p").compile().tasks.tasks if t.unit == "cube")
+    assert t.conv_groups == (64, 1, 1)
+    a100 = load_profile("nvidia-a100")
+    assert a100.kernels is not None and a100.kernels.cube.group_c0 is None
+    ungrouped = dataclasses.replace(t, conv_groups=())
+    assert kernel_time(a100, "cube", "float16", t.flops, 0.0, t.block_dim, t) == \
+        kernel_time(a100, "cube", "float16", t.flops, 0.0, t.block_dim, ungrouped)
