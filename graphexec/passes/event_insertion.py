@@ -11,6 +11,7 @@ not only those within one pair of streams (GE, XLA).
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 
 from graphexec.plan.clocks import Clocks
 from graphexec.plan.schedule import Schedule
@@ -43,8 +44,11 @@ def physical_streams(stream_of: list[int], tasks: TaskGraph, max_tasks: int) -> 
 
 
 def insert_events(tasks: TaskGraph, stream_of: list[int], policy: str = "single",
-                  priorities: tuple[int | None, ...] = ()) -> Schedule:
-    """Build the schedule: streams in launch order, minimal waits, shared records."""
+                  priorities: tuple[int | None, ...] = (), clocked: bool = True) -> Schedule:
+    """Build the schedule: streams in launch order, minimal waits, shared records.
+
+    ``clocked=False`` leaves the vector clocks out (``with_clocks`` adds them): a candidate
+    that the auto search only simulates, and may drop, needs none (a third of the pass)."""
     n_streams = max(stream_of, default=0) + 1
     clocks = Clocks(n_streams)
     waits: list[tuple[int, int]] = []  # (consumer id, producer id): waits placed before the consumer
@@ -60,11 +64,17 @@ def insert_events(tasks: TaskGraph, stream_of: list[int], policy: str = "single"
             clocks.merge_after(s, u)
         clocks.add(v.id, s)
     order, streams, stream_all = _materialize(tasks, stream_of, waits, n_streams)
-    clock = _clocks(order, stream_all, n_streams)
+    clock = _clocks(order, stream_all, n_streams) if clocked else Clocks(n_streams)
     num_ids = max((t.event + 1 for t in order if isinstance(t, EventTask)), default=0)
     return Schedule(streams, order, stream_all, len(waits), num_ids, policy,
                     {"waits_before_pruning": crossing, "waits_after_pruning": len(waits)}, clock, clock.pos,
                     tuple(priorities))
+
+
+def with_clocks(schedule: Schedule) -> Schedule:
+    """``schedule`` (built with ``clocked=False``) with its vector clocks and positions."""
+    clock = _clocks(schedule.order, schedule.stream_of, len(schedule.streams))
+    return replace(schedule, clock=clock, pos=clock.pos)
 
 
 def _materialize(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, int]],

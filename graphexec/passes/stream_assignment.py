@@ -6,10 +6,11 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from graphexec import _switch
 from graphexec.errors import GraphExecError, PassError
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events
-from graphexec.passes.event_insertion import insert_events, physical_streams
+from graphexec.passes.event_insertion import insert_events, physical_streams, with_clocks
 from graphexec.passes.stream_policies import POLICIES
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
@@ -58,8 +59,10 @@ def _renumber(stream_of: list[int]) -> list[int]:
     return [ids.setdefault(s, len(ids)) for s in stream_of]
 
 
-def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DeviceProfile) -> Schedule:
-    """Assign streams with ``policy`` under ``limit``, split long streams, insert events."""
+def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DeviceProfile,
+                   clocked: bool = True) -> Schedule:
+    """Assign streams with ``policy`` under ``limit``, split long streams, insert events
+    (``clocked=False``: without the vector clocks, see ``insert_events``)."""
     policies = {**POLICIES, "manual": manual}
     if policy not in policies:
         raise GraphExecError(f"unknown stream policy {policy!r}; known: {', '.join([*POLICIES, 'auto'])}")
@@ -69,7 +72,7 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DevicePro
     if n > profile.max_streams:
         raise PassError(f"the schedule needs {n} streams after splitting long streams; device "
                         f"{profile.name} allows {profile.max_streams}")
-    schedule = insert_events(tasks, stream_of, policy, _priorities(tasks, stream_of))
+    schedule = insert_events(tasks, stream_of, policy, _priorities(tasks, stream_of), clocked)
     if schedule.num_event_ids > profile.max_events:
         raise PassError(f"the schedule needs {schedule.num_event_ids} events at once; device "
                         f"{profile.name} allows {profile.max_events}")
@@ -78,17 +81,22 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DevicePro
 
 def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: DeviceProfile,
                   graph_mode: bool = True) -> Schedule:
-    """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events."""
+    """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events.
+
+    The candidates are simulated without their vector clocks (the simulation reads none);
+    the one kept gets them (``GRAPHEXEC_PLAIN``: every candidate is built whole)."""
+    lazy = _switch.fast()
     best: Schedule | None = None
     best_key: tuple[float, int, int] | None = None
     for limit in limits:
         for policy in (["single"] if limit == 1 else policies):
-            sched = build_schedule(tasks, policy, limit, profile)
+            sched = build_schedule(tasks, policy, limit, profile, clocked=not lazy)
             key = (round(simulate_makespan(sched, profile, graph_mode), 6), len(sched.streams), sched.num_events)
             log.debug("auto: %s x%d -> %s", policy, limit, key)
             if best_key is None or key < best_key:
                 best, best_key = sched, key
     assert best is not None
+    best = with_clocks(best) if lazy else best
     return replace(best, stats={**best.stats, "auto_candidates": len(limits) * len(policies)})
 
 

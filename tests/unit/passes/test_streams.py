@@ -100,6 +100,23 @@ def test_auto_never_slower_than_one_stream():
     assert auto <= one
 
 
+@pytest.mark.parametrize("streams", [4, "auto"])
+def test_auto_candidates_without_clocks_pick_the_plain_schedule(streams):
+    """The auto search simulates its candidates without vector clocks and clocks the one it
+    keeps: the same schedule, clocks and positions as building every candidate whole."""
+    from graphexec import _switch
+
+    model = random_dag(np.random.default_rng(5), 60)
+    fast = gx.Session(model, streams=streams, policy="auto").compile(None).schedule
+    with _switch.plain():
+        plain = gx.Session(model, streams=streams, policy="auto").compile(None).schedule
+    assert fast.policy == plain.policy and fast.stream_of == plain.stream_of and fast.stats == plain.stats
+    assert [t.id for t in fast.order] == [t.id for t in plain.order]
+    assert fast.pos == plain.pos and fast.clock.pos == plain.clock.pos
+    assert all(fast.clock.get(t.id, s) == plain.clock.get(t.id, s)
+               for t in fast.order for s in range(len(fast.streams)))
+
+
 def test_each_stream_label_gets_its_own_stream():
     model = random_dag(np.random.default_rng(2), 12)
     graph = gx.load(model)
