@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -11,7 +12,7 @@ from graphexec.errors import GraphExecError, PassError
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events
 from graphexec.passes.event_insertion import insert_events, physical_streams, with_clocks
-from graphexec.passes.stream_policies import POLICIES
+from graphexec.passes.stream_policies import POLICIES, shared_weights
 from graphexec.plan.schedule import Schedule
 from graphexec.plan.tasks import TaskGraph
 from graphexec.runtime.launch import simulate_makespan
@@ -84,17 +85,22 @@ def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str]
     """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events.
 
     The candidates are simulated without their vector clocks (the simulation reads none);
-    the one kept gets them (``GRAPHEXEC_PLAIN``: every candidate is built whole)."""
+    the one kept gets them. They share one table of kernel times (a task's does not depend
+    on its stream) and the policies one of task weights. ``GRAPHEXEC_PLAIN``: every
+    candidate is built and priced whole."""
     lazy = _switch.fast()
+    known: dict[int, Any] | None = {} if lazy else None   # kernel times, worked out once for all candidates
     best: Schedule | None = None
     best_key: tuple[float, int, int] | None = None
-    for limit in limits:
-        for policy in (["single"] if limit == 1 else policies):
-            sched = build_schedule(tasks, policy, limit, profile, clocked=not lazy)
-            key = (round(simulate_makespan(sched, profile, graph_mode), 6), len(sched.streams), sched.num_events)
-            log.debug("auto: %s x%d -> %s", policy, limit, key)
-            if best_key is None or key < best_key:
-                best, best_key = sched, key
+    with shared_weights(tasks, profile) if lazy else nullcontext():
+        for limit in limits:
+            for policy in (["single"] if limit == 1 else policies):
+                sched = build_schedule(tasks, policy, limit, profile, clocked=not lazy)
+                key = (round(simulate_makespan(sched, profile, graph_mode, known), 6), len(sched.streams),
+                       sched.num_events)
+                log.debug("auto: %s x%d -> %s", policy, limit, key)
+                if best_key is None or key < best_key:
+                    best, best_key = sched, key
     assert best is not None
     best = with_clocks(best) if lazy else best
     return replace(best, stats={**best.stats, "auto_candidates": len(limits) * len(policies)})

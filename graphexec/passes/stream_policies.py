@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Callable, Iterator
 
 import networkx as nx
@@ -59,9 +60,30 @@ def ge(tasks: TaskGraph, limit: int, profile: DeviceProfile) -> list[int]:
     return stream_of
 
 
+# inside ``shared_weights``: (tasks, profile, their weights once worked out), for the policies of one search
+_SHARED: ContextVar[list | None] = ContextVar("graphexec_stream_weights", default=None)
+
+
+@contextmanager
+def shared_weights(tasks: TaskGraph, profile: DeviceProfile) -> Iterator[None]:
+    """Inside the block, the policies run on ``tasks`` and ``profile`` work their task
+    weights out once between them (the auto search runs three policies on one task graph);
+    the policies only read them."""
+    token = _SHARED.set([tasks, profile, None])
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def _weights(tasks: TaskGraph, profile: DeviceProfile) -> list[float]:
     """Each task's time alone on the device, by task id (ids are the tasks' indices)."""
-    return fastest_all(tasks.tasks, profile)
+    held = _SHARED.get()
+    if held is None or held[0] is not tasks or held[1] is not profile:
+        return fastest_all(tasks.tasks, profile)
+    if held[2] is None:
+        held[2] = fastest_all(tasks.tasks, profile)
+    return held[2]   # type: ignore[no-any-return]
 
 
 def reduced_edges(tasks: TaskGraph) -> list[tuple[int, int]]:

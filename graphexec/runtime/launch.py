@@ -110,15 +110,16 @@ def launch_all(ctx: LaunchContext, order: Sequence[AnyTask]) -> None:
             bulk = dev.graph_launch() if fast else None   # asked again: a control task may change it
 
 
-def simulate_times(schedule: Schedule, profile: DeviceProfile,
-                   graph_mode: bool = True) -> tuple[float, dict[int, tuple[float, float]]]:
+def simulate_times(schedule: Schedule, profile: DeviceProfile, graph_mode: bool = True,
+                   known: dict[int, Any] | None = None) -> tuple[float, dict[int, tuple[float, float]]]:
     """Makespan and each kernel task's (start, end) in a timing-only run (no kernel is
-    computed; streams at the default priority)."""
+    computed; streams at the default priority); ``known``: kernel times shared among
+    schedules of the same plan tasks (see ``GraphTasks._time``)."""
     dev = Device(profile, graph_mode=graph_mode)
     ctx = LaunchContext(device=dev, stream_of=schedule.stream_of)
     ctx.streams = {0: dev.default_stream, **{i: dev.create_stream() for i in range(1, len(schedule.streams))}}
     ctx.events = {i: dev.create_event() for i in range(schedule.num_event_ids)}
-    tasks = graph_tasks(schedule) if graph_mode and sim_core.enabled() and plain_handlers() else None
+    tasks = graph_tasks(schedule, known=known) if graph_mode and sim_core.enabled() and plain_handlers() else None
     if tasks is not None:   # the compiled loop, its times alone (no DeviceTask is made)
         seen = sim_core.graph_times(dev, [ctx.streams[i] for i in range(len(ctx.streams))], tasks)
         if seen is not None:
@@ -141,10 +142,12 @@ _CORE_KINDS = {TaskKind.KERNEL: sim_core.KERNEL, TaskKind.AICPU: sim_core.KERNEL
                TaskKind.EVENT_RECORD: sim_core.RECORD, TaskKind.EVENT_WAIT: sim_core.WAIT}
 
 
-def graph_tasks(schedule: Schedule, metas: Mapping[int, Any] | None = None) -> sim_core.GraphTasks | None:
+def graph_tasks(schedule: Schedule, metas: Mapping[int, Any] | None = None,
+                known: dict[int, Any] | None = None) -> sim_core.GraphTasks | None:
     """The schedule's tasks in launch order as the compiled loop reads them, each as
     ``launch_all`` launches it (a kernel's meta from ``metas``, else its plan task); None
-    for a plan with control flow (its switches launch bodies: the Python loop runs those)."""
+    for a plan with control flow (its switches launch bodies: the Python loop runs those).
+    ``known`` (kernel times by plan task) is shared only where the metas are the plan tasks."""
     entries = []
     stream_of = schedule.stream_of
     for task in schedule.order:
@@ -156,9 +159,10 @@ def graph_tasks(schedule: Schedule, metas: Mapping[int, Any] | None = None) -> s
                             task.dtype, task if metas is None else metas[task.id], -1))
         else:
             entries.append((kind, task.stream, "", "", 1, 0.0, 0.0, "float16", task, task.event))
-    return sim_core.GraphTasks(entries)
+    return sim_core.GraphTasks(entries, known if metas is None else None)
 
 
-def simulate_makespan(schedule: Schedule, profile: DeviceProfile, graph_mode: bool = True) -> float:
+def simulate_makespan(schedule: Schedule, profile: DeviceProfile, graph_mode: bool = True,
+                      known: dict[int, Any] | None = None) -> float:
     """Simulated device time of ``schedule`` on ``profile`` (no kernel is computed)."""
-    return simulate_times(schedule, profile, graph_mode)[0]
+    return simulate_times(schedule, profile, graph_mode, known)[0]

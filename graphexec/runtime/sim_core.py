@@ -64,8 +64,10 @@ class GraphTasks:
     meta, an event task's is its plan task (each run gets a fresh ``{"task": ...}``).
     """
 
-    def __init__(self, entries: Sequence[tuple[int, int, str, str, int, Any, Any, str, Any, int]]) -> None:
+    def __init__(self, entries: Sequence[tuple[int, int, str, str, int, Any, Any, str, Any, int]],
+                 known: dict[int, Any] | None = None) -> None:
         self.n = len(entries)
+        self.known = known   # kernel times shared with other launch orders of the same tasks (``_costs``)
         cols = [list(c) for c in zip(*entries)] if entries else [[] for _ in range(10)]
         self.kinds = bytes(cols[0])
         self.kind_names = [("kernel", "record", "wait")[k] for k in self.kinds]
@@ -133,11 +135,26 @@ class GraphTasks:
             if not peak or name not in at:
                 return None
             pool[i], pools[i] = at[name], name
-            nblocks[i], block_us[i], block_bytes[i] = kernel_time(sim.profile, unit, dtype, self.flops[i],
-                                                                  self.bytes[i], self.block_dims[i], self.metas[i])
+            nblocks[i], block_us[i], block_bytes[i] = self._time(sim.profile, i)
             if math.isnan(block_us[i]) or math.isnan(block_bytes[i]):
                 return None
         return names, pool, array("d", block_us), array("d", block_bytes), pools, block_us, block_bytes, nblocks
+
+
+    def _time(self, profile: Any, i: int) -> tuple[int, float, float]:
+        """``kernel_time`` of task ``i``, from ``known`` where another launch order of the
+        same plan tasks (an auto-search candidate) worked it out on the same profile: it
+        depends on the task alone, not on its stream or place. The entry keeps the meta
+        and profile it was made for, so an id is never taken for another object's."""
+        meta, known = self.metas[i], self.known
+        hit = known.get(id(meta)) if known is not None else None
+        if hit is not None and hit[0] is meta and hit[1] is profile:
+            return hit[2]   # type: ignore[no-any-return]
+        res = kernel_time(profile, self.units[i], self.dtypes[i], self.flops[i], self.bytes[i],
+                          self.block_dims[i], meta)
+        if known is not None:
+            known[id(meta)] = (meta, profile, res)
+        return res
 
 
 def idle_for_graph(dev: Device, streams: Sequence[Stream]) -> bool:

@@ -117,6 +117,28 @@ def test_auto_candidates_without_clocks_pick_the_plain_schedule(streams):
                for t in fast.order for s in range(len(fast.streams)))
 
 
+def test_candidates_share_kernel_times_and_task_weights():
+    """The auto search's candidates share one table of kernel times (a task's time is the
+    same on any stream) and the policies one list of weights; each makespan is the one
+    worked out alone."""
+    from graphexec.passes.makespan_bounds import fastest_all
+    from graphexec.passes.stream_policies import _weights, shared_weights
+    from graphexec.runtime import sim_core
+    from graphexec.runtime.launch import simulate_makespan
+
+    session = gx.Session(random_dag(np.random.default_rng(7), 40), streams=4)
+    tasks, profile = session.compile(None).tasks, session.profile
+    known: dict = {}
+    for policy in POLICIES:
+        sched = build_schedule(tasks, policy, 4, profile)
+        assert simulate_makespan(sched, profile, True, known) == simulate_makespan(sched, profile)
+    assert len(known) == (len(tasks.tasks) if sim_core.enabled() else 0)
+    with shared_weights(tasks, profile):
+        w = _weights(tasks, profile)
+        assert _weights(tasks, profile) is w and w == fastest_all(tasks.tasks, profile)
+    assert _weights(tasks, profile) is not w
+
+
 def test_each_stream_label_gets_its_own_stream():
     model = random_dag(np.random.default_rng(2), 12)
     graph = gx.load(model)
