@@ -211,12 +211,17 @@ _ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], dict[str, float]]] = {
 }
 
 
+ACTIVATION_KERNELS: dict[str, Callable[..., np.ndarray]] = {}
+
+
 def _activation(op: str, f: Callable[..., np.ndarray], defaults: dict[str, float]) -> None:
     @_kernel(op)
     def k(ctx: OpContext, x: np.ndarray) -> np.ndarray:
         _check(op, "f", x)
         kw = {name: float(ctx.attr(name, d)) for name, d in defaults.items()}
         return f(_up(x), **kw).astype(x.dtype, copy=False)
+
+    ACTIVATION_KERNELS[op] = k   # the function registered (its ``__wrapped__``), for a bind to find
 
 
 for _op, (_f, _d) in _ACTIVATIONS.items():

@@ -95,7 +95,8 @@ class FusedRunner:
             dst = out if i == last else _scratch(self.types.get(named[0]))
             if i < last and dst is None:
                 return None
-            bound = r.bind(r.ctx, *args, out=dst) if dst is not None and r.takes_out else r.bind(r.ctx, *args)
+            takes_out = r.takes_out or getattr(r.bind, "takes_out", False)   # a bind may take what its kernel does not
+            bound = r.bind(r.ctx, *args, out=dst) if dst is not None and takes_out else r.bind(r.ctx, *args)
             if bound is not None and dst is not None and not _writes(bound, dst):
                 bound = _into(bound, dst) or (None if i < last else bound)
             if bound is None:
@@ -117,9 +118,10 @@ def _scratch(t: Any) -> np.ndarray | None:
 
 def _writes(bound: Any, dst: Any) -> bool:
     """Whether the bound call writes its result into ``dst`` and returns it: a one-output
-    ufunc called with ``out=dst`` always does."""
-    return type(bound) is partial and isinstance(bound.func, np.ufunc) and bound.func.nout == 1 \
-        and bound.keywords.get("out") is dst
+    ufunc called with ``out=dst`` always does, as does a bind's function marked ``writes_out``
+    (``binds_norm``)."""
+    return type(bound) is partial and bound.keywords.get("out") is dst \
+        and (isinstance(bound.func, np.ufunc) and bound.func.nout == 1 or getattr(bound.func, "writes_out", False))
 
 
 def _into(bound: Any, dst: np.ndarray) -> Any:

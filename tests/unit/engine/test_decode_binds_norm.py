@@ -1,0 +1,105 @@
+"""The Softmax, LayerNormalization and Sigmoid binds (``kernels/binds_norm.py``) against their
+kernels, byte for byte, and a SiLU (Sigmoid+Mul+Mul) that now runs as a chain of binds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import graphexec as gx
+from graphexec.kernels.registry import OpContext, lookup_def
+from tests.unit.engine.test_decode_steps import _check_plain, _kernel, _runs, _same
+
+RNG = np.random.default_rng(5)
+
+
+def _both(op: str, ctx: OpContext, *args, out: bool = False, writes: bool = True):
+    """The kernel's bytes, then the bound call's (run twice: its arrays made once serve every run)."""
+    shape = args[0].shape
+    dst = np.empty(shape, args[0].dtype) if out else None
+    kw = {"out": dst} if out else {}
+    got, bound = _kernel(op, ctx, *args, **kw)
+    assert bound is not None
+    got = got.copy()
+    for _ in range(2):
+        if out:
+            dst[...] = 0
+        res = bound()
+        _same(got, res)
+        assert (res is dst) == (out and writes)   # into ``out`` exactly where the kernel writes there
+
+
+@pytest.mark.parametrize("shape,opset,axis", [((2, 3, 8), 13, -1), ((1, 4, 1, 17), 13, -1), ((2, 3, 8), 13, 1),
+                                              ((2, 3, 8), 11, 1), ((2, 3, 8), 11, 2), ((2, 4, 64, 16), 13, -1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("out", [False, True])
+def test_softmax_bind(shape, opset, axis, dtype, out):
+    x = (RNG.standard_normal(shape) * 5).astype(dtype)
+    x.reshape(-1)[::7] = -np.inf   # a masked score, as attention writes it
+    _both("Softmax", OpContext("Softmax", {"axis": axis}, opset, 1, "n", (False,)), x, out=out, writes=opset >= 13)
+
+
+def test_softmax_bind_refuses_what_the_kernel_widens_or_refuses():
+    bind = lookup_def("Softmax", "", 13).bind
+    ctx = OpContext("Softmax", {"axis": -1}, 13, 1, "n", (False,))
+    assert bind(ctx, np.zeros((2, 3), np.float16)) is None
+    assert bind(ctx, np.zeros((0, 3), np.float32)) is None
+    assert bind(OpContext("Softmax", {"axis": 4}, 13, 1, "n", (False,)), np.zeros((2, 3), np.float32)) is None
+
+
+@pytest.mark.parametrize("axis,bias", [(-1, True), (-1, False), (1, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("out", [False, True])
+def test_layer_norm_bind(axis, bias, dtype, out):
+    x = (RNG.standard_normal((2, 3, 16)) * 3 + 1).astype(dtype)
+    norm = x.shape[axis % 3:]
+    args = [x, RNG.standard_normal(norm).astype(dtype)] + ([RNG.standard_normal(norm).astype(dtype)] if bias else [])
+    ctx = OpContext("LayerNormalization", {"axis": axis, "epsilon": 1e-5}, 17, 1, "n", (False, True, True))
+    _both("LayerNormalization", ctx, *args, out=out)
+
+
+def test_layer_norm_bind_refuses_mixed_dtypes_and_more_outputs():
+    bind = lookup_def("LayerNormalization", "", 17).bind
+    x, w = np.ones((2, 4), np.float32), np.ones(4, np.float32)
+    assert bind(OpContext("LayerNormalization", {}, 17, 1, "n", (False, True)), x, w.astype(np.float64)) is None
+    assert bind(OpContext("LayerNormalization", {}, 17, 3, "n", (False, True)), x, w) is None
+    assert bind(OpContext("LayerNormalization", {}, 17, 1, "n", (False, True)), x.astype(np.float16), w) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("out", [False, True])
+def test_sigmoid_bind(dtype, out):
+    x = (RNG.standard_normal((2, 3, 16)) * 30).astype(dtype)
+    ctx = OpContext("Sigmoid", {}, 13, 1, "n", (False,))
+    d = lookup_def("Sigmoid", "", 13)
+    dst = np.zeros(x.shape, dtype) if out else None   # the kernel takes no ``out``; a chain gives its bind one
+    bound = d.bind(ctx, x, out=dst)
+    for _ in range(2):
+        res = bound()
+        _same(d.fn(ctx, x), res)
+        assert (res is dst) == out
+    assert lookup_def("Sigmoid", "", 13).bind(OpContext("Sigmoid", {}, 13, 1, "n", (False,)),
+                                               x.astype(np.float16)) is None
+
+
+def _silu():
+    """Llama's MLP gate: silu(x) * u, which graph fusion makes one Sigmoid+Mul+Mul task."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 16])
+    u = helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, 2, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 16])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["xs"]),
+             helper.make_node("Mul", ["xs", "u"], ["y"])]
+    graph = helper.make_graph(nodes, "silu", [x, u], [y])
+    return gx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+def test_silu_runs_as_a_chain_of_binds():
+    graph = _silu()
+    feeds = {n: RNG.standard_normal((1, 2, 16)).astype(np.float32) for n in ("x", "u")}
+    results, session = _runs(graph, feeds)
+    steps = session.compile(feeds)._steps
+    assert any(steps.kernels[i].op.startswith("Sigmoid+") for i in steps.chains)
+    _check_plain(graph, feeds, results)
+    other = {n: RNG.standard_normal((1, 2, 16)).astype(np.float32) for n in ("x", "u")}
+    _check_plain(graph, other, [session.run(other)])
