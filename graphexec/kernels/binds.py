@@ -1,6 +1,6 @@
 """Binds (``registry.BindFn``) for the small kernels a decode step is made of: Slice, Split,
 Expand, Transpose, Concat, Gather, ReduceMean, Pow, MatMul, Gemm (and, from ``binds_norm``,
-Softmax, LayerNormalization, Sigmoid).
+Softmax, LayerNormalization, Sigmoid, Cast).
 
 A decode step runs ~150 kernels on tensors of a few KB, where a kernel's Python (its
 argument checks, its attributes, its index arithmetic) costs several times its numpy work.
@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels import binds_norm, elementwise, nn, reduce, tensor
+from graphexec.kernels import binds_norm, elementwise, nn, reduce, selection, tensor
 from graphexec.kernels.registry import OpContext, Unsupported, definitions_of, fits, update
 
 Bound = Callable[[], Any] | None
@@ -194,6 +194,7 @@ def install() -> None:
         "Softmax": (nn.softmax, binds_norm.bind_softmax),
         "LayerNormalization": (nn.layer_norm, binds_norm.bind_layer_norm),
         "Sigmoid": (elementwise.ACTIVATION_KERNELS["Sigmoid"], binds_norm.bind_sigmoid),
+        "Cast": (selection.cast, binds_norm.bind_cast),
     }
     for op, (fn, bind) in binds.items():
         for d in definitions_of(op):

@@ -1,4 +1,4 @@
-"""Binds (``registry.BindFn``) for Softmax, LayerNormalization and Sigmoid: the kernels'
+"""Binds (``registry.BindFn``) for Softmax, LayerNormalization, Sigmoid and Cast: the kernels'
 own numpy operations in the same order (so the same bits), with their checks done once
 and their temporaries (row maxima and sums, the squared deviations, the statistics)
 made once at bind time instead of every call.
@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels import nn
+from graphexec.kernels import nn, selection
 from graphexec.kernels.registry import OpContext, Unsupported, fits
 
 Bound = Callable[[], Any] | None
@@ -137,3 +137,30 @@ def _sigmoid(x: np.ndarray, t: np.ndarray, out: np.ndarray | None) -> np.ndarray
 
 _sigmoid.writes_out = True   # type: ignore[attr-defined]
 bind_sigmoid.takes_out = True   # type: ignore[attr-defined]  # though the kernel takes none
+
+
+def bind_cast(ctx: OpContext, x: Any, out: np.ndarray | None = None) -> Bound:
+    """``selection.cast`` on a fixed array: its ``astype``, or the same cast (numpy's unsafe
+    casting, the same loop) into ``out`` where that fits (a chain's scratch: Llama's Cast+Mul)."""
+    if type(x) is not np.ndarray:
+        return None
+    try:
+        with np.errstate(all="ignore"):   # the kernel's, as registered: a NaN cast to an int warns
+            want = selection.cast(ctx, x)
+    except Unsupported:
+        return None
+    if type(want) is not np.ndarray:
+        return None
+    into = out if fits(out, x.shape, want.dtype) and not np.may_share_memory(out, x) else None
+    return partial(_cast, x, want.dtype, out=into)
+
+
+def _cast(x: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+    if out is None:
+        return x.astype(dtype, copy=False)
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+_cast.writes_out = True   # type: ignore[attr-defined]
+bind_cast.takes_out = True   # type: ignore[attr-defined]  # though the kernel takes none

@@ -103,3 +103,39 @@ def test_silu_runs_as_a_chain_of_binds():
     _check_plain(graph, feeds, results)
     other = {n: RNG.standard_normal((1, 2, 16)).astype(np.float32) for n in ("x", "u")}
     _check_plain(graph, other, [session.run(other)])
+
+
+@pytest.mark.parametrize("src,to", [(np.int64, TensorProto.FLOAT), (np.float32, TensorProto.INT32),
+                                    (np.float64, TensorProto.FLOAT16), (np.float32, TensorProto.FLOAT),
+                                    (np.int32, TensorProto.BOOL)])
+@pytest.mark.parametrize("out", [False, True])
+def test_cast_bind(src, to, out):
+    x = (RNG.standard_normal((2, 3, 8)) * 1e5).astype(src)
+    if x.dtype.kind == "f":
+        x.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    ctx = OpContext("Cast", {"to": to}, 13, 1, "n", (False,))
+    d = lookup_def("Cast", "", 13)
+    with np.errstate(all="ignore"):
+        want = d.fn(ctx, x).copy()
+        dst = np.zeros(x.shape, want.dtype) if out else None
+        bound = d.bind(ctx, x, out=dst)
+        for _ in range(2):
+            res = bound()
+            _same(want, res)
+            assert (res is dst) == out
+    assert d.bind(OpContext("Cast", {"to": TensorProto.STRING}, 13, 1, "n", (False,)), x) is None
+
+
+def test_cast_then_mul_runs_as_a_chain_of_binds():
+    """Llama's Cast+Mul (an int64 position times a float frequency): chained since Cast binds."""
+    p = helper.make_tensor_value_info("p", TensorProto.INT64, [1, 2, 16])
+    f = helper.make_tensor_value_info("f", TensorProto.FLOAT, [1, 2, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 16])
+    nodes = [helper.make_node("Cast", ["p"], ["c"], to=TensorProto.FLOAT), helper.make_node("Mul", ["c", "f"], ["y"])]
+    graph = gx.load(helper.make_model(helper.make_graph(nodes, "cm", [p, f], [y]),
+                                      opset_imports=[helper.make_opsetid("", 18)]))
+    feeds = {"p": RNG.integers(0, 1 << 30, (1, 2, 16)), "f": RNG.standard_normal((1, 2, 16)).astype(np.float32)}
+    results, session = _runs(graph, feeds)
+    steps = session.compile(feeds)._steps
+    assert any(steps.kernels[i].op.startswith("Cast+") for i in steps.chains)
+    _check_plain(graph, feeds, results)
