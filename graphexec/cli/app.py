@@ -82,8 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--save: a --timing-only run computes no outputs to save")
     shapes = cli_args.shapes(args.shape)
     made = [n for n in graph.inputs if n not in read_inputs_given(args.input, graph)]
-    with cli_made.hinted(graph, made, shapes):
-        feeds = _feeds_for(graph, args, session.profile)
+    feeds = _feeds_for(graph, args, session.profile)   # a bad --input is its own line, no dims hint
     with Progress(3 + bool(args.profile)) as bar, cli_made.hinted(graph, made, shapes):   # the bar: a terminal only
         bar.update(0, "compiling")
         session.compile(feeds)
