@@ -182,11 +182,12 @@ def member_cost(graph: Graph, node: Node) -> Cost:
     return node_cost(node.op, in_shapes, in_bytes, out_shapes, out_bytes, node.attrs, False, node.domain)
 
 
-def fused_cost(graph: Graph, node: Node) -> Cost:
+def fused_cost(graph: Graph, node: Node, price: Callable[[Node], Cost] | None = None) -> Cost:
     """The fused kernel's cost: every member's flops, the bytes of the fused node's own
     inputs and outputs once (intermediates never go to HBM); a cube member sets the unit
-    and tiling (its epilogue runs on its output tiles), else the output's vector tiles."""
-    costs = [member_cost(graph, m) for m in node.meta["members"]]
+    and tiling (its epilogue runs on its output tiles), else the output's vector tiles.
+    ``price``: a member's cost, ``member_cost``'s (lowering's, remembered by kind)."""
+    costs = [price(m) if price is not None else member_cost(graph, m) for m in node.meta["members"]]
     _, in_bytes = value_shapes(graph, node.inputs)
     _, out_bytes = value_shapes(graph, [o for o in node.outputs if o])
     flops = float(sum(c.flops for c in costs))

@@ -17,11 +17,12 @@ from types import MappingProxyType
 
 import numpy as np
 
+from graphexec import _switch
 from graphexec.errors import InvariantError
 from graphexec.ir import Graph, Node
 from graphexec.kernels.cost import Cost, cube_dtype, node_cost
 from graphexec.kernels.dispatch import NodeRunner
-from graphexec.kernels.fused import FusedRunner, fused_cost, is_fused, value_shapes
+from graphexec.kernels.fused import FusedRunner, fused_cost, is_fused, member_cost, value_shapes
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.concat_slices import no_task_concats
 from graphexec.passes.contracts import check_tasks
@@ -66,7 +67,7 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
         reads = node.all_inputs
         if is_fused(node):
             runners[tid] = FusedRunner(node, graph)
-            tasks.append(_fused_task(tid, node, graph, reads))
+            tasks.append(_fused_task(tid, node, graph, reads, costs))
         else:
             runner = runners[tid] = NodeRunner(node, graph)
             tasks.append(_kernel_task(tid, node, graph, runner, reads, costs))
@@ -122,14 +123,31 @@ def conv_groups(graph: Graph, node: Node) -> tuple[int, ...]:
     return (groups, cin, cout // groups)
 
 
-def _fused_task(tid: int, node: Node, graph: Graph, reads: list[str]) -> Task:
+def _fused_task(tid: int, node: Node, graph: Graph, reads: list[str], costs: dict[tuple, tuple[Cost, str]]) -> Task:
     """A fused node's one task, priced as the fused kernel; its dtype is its head's."""
-    cost = fused_cost(graph, node)
+    cost = fused_cost(graph, node, lambda m: _member_cost(graph, m, costs))
     head = node.meta["members"][0]
     dtype = _compute_dtype(graph, head, [o for o in head.outputs if o], cost.unit)
     outs = tuple(o for o in node.outputs if o)
     return Task(tid, TaskKind.KERNEL, node.name, node.op, tuple(dict.fromkeys(reads)), outs, cost.unit,
                 cost.flops, cost.bytes, cost.block_dim, dtype, node, conv_groups(graph, head))
+
+
+def _member_cost(graph: Graph, node: Node, costs: dict[tuple, tuple[Cost, str]]) -> Cost:
+    """A fused member's ``member_cost``, from ``costs`` under ``_kernel_task``'s key where it
+    keys one (a standard op without attributes; a member runs its own kernel, no fallback):
+    a long fused chain repeats a few kinds of member. ``GRAPHEXEC_PLAIN``: priced each time."""
+    if node.domain or node.attrs or not _switch.FAST:
+        return member_cost(graph, node)
+    values = graph.values
+    outs = [o for o in node.outputs if o]
+    key = (node.op, False, *[id(values[n].type) if n else 0 for n in node.inputs], -1,
+           *[id(values[n].type) for n in outs])
+    known = costs.get(key)
+    if known is None:
+        cost = member_cost(graph, node)
+        known = costs[key] = (cost, _compute_dtype(graph, node, outs, cost.unit))
+    return known[0]
 
 
 def _compute_dtype(graph: Graph, node: Node, outputs: list[str], unit: str) -> str:
