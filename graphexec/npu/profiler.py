@@ -35,9 +35,11 @@ from types import SimpleNamespace, TracebackType
 from typing import Any, Callable, Iterable
 
 from graphexec.errors import GraphExecError
+from graphexec.npu._prof_memory import AllocLog
 from graphexec.npu._prof_stats import EagerStats, eager_stats
 from graphexec.npu._prof_steps import Recorder
 from graphexec.npu._state import STATE
+from graphexec.npu._tensor import MEMORY_HOOKS
 from graphexec.profiling import env
 from graphexec.profiling.ascend_pt import write_ascend_pt
 from graphexec.profiling.record import DeviceRun
@@ -234,6 +236,7 @@ class _Legacy:
     def __init__(self) -> None:
         self._marks: dict[int, tuple[int, int, float]] = {}
         self._collector: env.Collector | None = None
+        self._alloc = AllocLog()
 
     def start(self, output_dir: Any) -> None:
         for i, card in STATE.cards.items():
@@ -241,10 +244,13 @@ class _Legacy:
             dev.synchronize_device()
             self._marks[i] = (len(dev.sim.finished), len(dev.launches), dev.sim.now)
         self._collector = env.start(output_dir)
+        MEMORY_HOOKS.append(self._alloc.hook)   # which op took each block: the report's memory section
 
     def stop(self, keep: bool) -> Path | None:
         c = self._collector
         assert c is not None
+        if self._alloc.hook in MEMORY_HOOKS:
+            MEMORY_HOOKS.remove(self._alloc.hook)
         try:
             if keep:
                 first = len(c.runs)
@@ -268,5 +274,6 @@ class _Legacy:
             return None
         sim = SimpleNamespace(streams=dev.sim.streams, finished=tasks,
                               samples=[s for s in dev.sim.samples if s[0] >= t0])
-        return DeviceRun(tasks, dev.launches[launched:], sim, dev.profile, dev.id, False, "eager")
+        return DeviceRun(tasks, dev.launches[launched:], sim, dev.profile, dev.id, False, "eager",
+                         memory=self._alloc.of_card(index, dev.launches, launched))
 

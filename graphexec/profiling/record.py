@@ -78,6 +78,7 @@ class DeviceRun:
     name: str = "acl"
     graph: Any = None
     clock: tuple[int, float, float] | None = None   # as RunRecord's
+    memory: tuple[list[Any], list[Any]] | None = None   # eager: (blocks, samples), ``npu._prof_memory``
 
     @cached_property
     def samples(self) -> list[Any]:

@@ -3,7 +3,8 @@ memory, HCCL and links, steps, and cards.
 
 - op_statistic: msprof's per-OP-Type table from the page's op rows;
 - memory: the pool reserved and in use over time, the peak with the tensors live at it and
-  the bytes each op allocates (``otherData.memory``, ``memory_view.py``), or an eager run's
+  the bytes each op allocates (``otherData.memory``, ``memory_view.py``; for an eager card
+  from its allocator's blocks and the launch each was taken for), or an eager run's
   caching-allocator samples (allocated, reserved) when the torch-style profiler kept them;
 - HCCL and links: bytes, busy time and bandwidth per link (copies between cards and
   collectives), and each collective's wait against transit: every rank's part starts when
@@ -70,18 +71,33 @@ def memory(view: View) -> str:
 
 
 def _planned(view: View, m: dict[str, Any]) -> str:
+    if m.get("eager"):   # a caching allocator's blocks, each with the op it was taken for
+        return _eager(m)
     pool = view.counter("activation pool (bytes in use)", "bytes")
-    live = [[n, b, op] for n, b, op in m["live"]]
-    ops = [[name, op, b, k] for name, op, b, k in m["per_op"]]
-    more = m["live_count"] - len(live)
     whose = "card 0's activation pool" if multi_card(view.stats) else "activation pool"
     return (f'<p id="memory-peak">{whose}: {m["reserved_bytes"]:,} bytes reserved (the memory plan), peak '
             f'in use {m["peak_bytes"]:,} bytes at {m["peak_us"]:,.3f} us with {m["live_count"]} tensors live</p>'
-            + (charts.memory(pool, [(pool[0][0], m["reserved_bytes"])]) if pool else "")
-            + "<h3>Tensors live at the peak</h3>" + _table(["tensor", "bytes", "written by"], live, "sortable live")
+            + (charts.memory(pool, [(pool[0][0], m["reserved_bytes"])]) if pool else "") + _tables(m))
+
+
+def _tables(m: dict[str, Any]) -> str:
+    """The tensors live at the peak and the bytes each op allocates (a plan's or an eager card's)."""
+    live = [[n, b, op] for n, b, op in m["live"]]
+    ops = [[name, op, b, k] for name, op, b, k in m["per_op"]]
+    more = m["live_count"] - len(live)
+    return ("<h3>Tensors live at the peak</h3>" + _table(["tensor", "bytes", "written by"], live, "sortable live")
             + (f"<p>and {more} more</p>" if more > 0 else "")
             + f"<h3>Bytes allocated per op ({m['ops_allocating']} ops allocate)</h3>"
             + _table(["op", "type", "bytes", "tensors"], ops, "sortable per-op-memory"))
+
+
+def _eager(m: dict[str, Any]) -> str:
+    """An eager card's memory: the allocator over host time, then the same tables as a plan's."""
+    s = m["samples"]
+    head = (f'<p id="memory-peak">caching allocator: peak held {m["peak_bytes"]:,} bytes at {m["peak_us"]:,.3f} us '
+            f'(host time) in {m["live_count"]} blocks, reserved then {m["reserved_bytes"]:,}</p>'
+            + charts.memory([(t, a) for t, a, _ in s], [(t, r) for t, _, r in s]))
+    return head + _tables(m)
 
 
 def hccl(view: View) -> str:
