@@ -21,6 +21,7 @@ import onnx
 from onnx import defs, version_converter
 
 from graphexec.errors import ModelLoadError
+from graphexec.ir.onnx_proto import all_nodes, subgraphs
 
 MAX_INLINED_NODES = 250_000   # inlining costs ~200 us and ~3.5 KB a node (2^16 nodes: 13.9 s, 230 MB measured)
 MAX_FUNCTION_DEPTH = 64         # calls nested deeper than any exporter writes (torch: one per module level)
@@ -91,7 +92,7 @@ class _Inliner:
             return n
         copy = onnx.NodeProto()
         copy.CopyFrom(n)
-        for g in _subgraphs(copy):
+        for g in subgraphs(copy):
             expanded = self.expand(g.node, stack)
             del g.node[:]
             g.node.extend(expanded)
@@ -193,7 +194,7 @@ def _chain(path: list[_Key], nxt: _Key) -> str:
 def _calls(nodes: Iterable[onnx.NodeProto], functions: dict[_Key, onnx.FunctionProto]) -> tuple[int, list[_Key]]:
     """(nodes that are no call, the calls in order) of a body, its subgraphs included."""
     own, callees = 0, []
-    for n in _all_nodes(nodes):
+    for n in all_nodes(nodes):
         key = _key(n)
         if key in functions:
             callees.append(key)
@@ -208,7 +209,7 @@ def _has_schema(key: _Key, opsets: dict[str, int]) -> bool:
 
 def _same_schemas(body: list[onnx.NodeProto], domain: str, a: int, b: int) -> bool:
     """True if every op of ``domain`` in ``body`` has the same schema at versions a and b."""
-    for n in _all_nodes(body):
+    for n in all_nodes(body):
         if _dom(n.domain) != domain or not defs.has(n.op_type, domain):
             continue
         try:
@@ -218,21 +219,6 @@ def _same_schemas(body: list[onnx.NodeProto], domain: str, a: int, b: int) -> bo
         except defs.SchemaError:
             return False
     return True
-
-
-def _all_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
-    for n in nodes:
-        yield n
-        for g in _subgraphs(n):
-            yield from _all_nodes(g.node)
-
-
-def _subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for a in n.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            yield from a.graphs
 
 
 def _bound(n: onnx.NodeProto, values: dict[str, onnx.AttributeProto]) -> onnx.NodeProto:
@@ -274,7 +260,7 @@ def _renamed(n: onnx.NodeProto, names: dict[str, str], prefix: str) -> onnx.Node
     copy.name = prefix + (n.name or n.op_type)
     copy.input[:] = [ren(i) for i in n.input]
     copy.output[:] = [ren(o) for o in n.output]
-    for g in _subgraphs(copy):
+    for g in subgraphs(copy):
         _rename_graph(g, ren)
     return copy
 
@@ -288,5 +274,5 @@ def _rename_graph(g: onnx.GraphProto, ren: Callable[[str], str]) -> None:
         n.name = ren(n.name or n.op_type)
         n.input[:] = [ren(i) for i in n.input]
         n.output[:] = [ren(o) for o in n.output]
-        for sub in _subgraphs(n):
+        for sub in subgraphs(n):
             _rename_graph(sub, ren)

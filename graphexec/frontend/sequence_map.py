@@ -12,11 +12,11 @@ whose body does not declare its outputs' element types, stays as it is (referenc
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import onnx
 from onnx import TensorProto
 from onnx import helper as h
+
+from graphexec.ir.onnx_proto import all_nodes, subgraphs
 
 _SEQUENCE_OPS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SplitToSequence",
                  "SequenceMap"}
@@ -25,26 +25,11 @@ _SEQUENCE_OPS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "Sequen
 def lower_sequence_maps(model: onnx.ModelProto) -> bool:
     """Replace every SequenceMap of ``model`` (subgraphs included) by its Loop, in place; True
     if there was one. Called after the nesting depth is checked: the walks here recurse."""
-    if not any(n.op_type == "SequenceMap" and n.domain in ("", "ai.onnx") for n in _all_nodes(model.graph.node)):
+    if not any(n.op_type == "SequenceMap" and n.domain in ("", "ai.onnx") for n in all_nodes(model.graph.node)):
         return False
     kinds = _declared_kinds(model)
     _lower_graph(model.graph, kinds)
     return True
-
-
-def _all_nodes(nodes: Iterator[onnx.NodeProto] | list[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
-    for n in nodes:
-        yield n
-        for g in _subgraphs(n):
-            yield from _all_nodes(g.node)
-
-
-def _subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for a in n.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            yield from a.graphs
 
 
 def _declared_kinds(model: onnx.ModelProto) -> dict[str, str]:
@@ -56,7 +41,7 @@ def _declared_kinds(model: onnx.ModelProto) -> dict[str, str]:
             if vi.type.WhichOneof("value"):
                 kinds.setdefault(vi.name, vi.type.WhichOneof("value") or "")
         for n in g.node:
-            for sub in _subgraphs(n):
+            for sub in subgraphs(n):
                 add(sub)
 
     add(model.graph)
@@ -71,7 +56,7 @@ def _lower_graph(g: onnx.GraphProto, kinds: dict[str, str]) -> None:
     made_by = {o: n.op_type for n in g.node for o in n.output}
     out: list[onnx.NodeProto] = []
     for k, n in enumerate(g.node):
-        for sub in _subgraphs(n):
+        for sub in subgraphs(n):
             _lower_graph(sub, kinds)
         lowered_nodes = lowered(n, k, kinds, made_by) if n.op_type == "SequenceMap" and n.domain in ("", "ai.onnx") \
             else None

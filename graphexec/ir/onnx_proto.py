@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -137,3 +137,21 @@ def _elem_type(name: str) -> int:
         return int(getattr(onnx.TensorProto, name.upper()))
     except AttributeError:
         raise ValueError(f"element type {name!r} is not one ONNX knows") from None
+
+
+def all_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
+    """Every node of ``nodes`` and, depth first, of the subgraphs their attributes hold (recursive:
+    callers check the nesting depth first)."""
+    for n in nodes:
+        yield n
+        for g in subgraphs(n):
+            yield from all_nodes(g.node)
+
+
+def subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs ``n``'s attributes hold (If's branches, Loop's and Scan's bodies, ...)."""
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
