@@ -8,7 +8,7 @@ converted) is placed at the calling node. A SequenceMap is lowered to its Loop t
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 import onnx
 from onnx import helper as h
@@ -44,14 +44,7 @@ def inline_yaml_functions(graph: Graph, index: dict[str, int], add: AddProblem) 
             continue
         for o in model.opset_import:
             graph.opsets.setdefault("" if o.domain == "ai.onnx" else o.domain, o.version)
-        for j, proto in enumerate(model.graph.node):
-            new = node_from_proto(j, proto)
-            new.meta = dict(node.meta)
-            index.setdefault(new.name, index.get(node.name, 0))
-            nodes.append(new)
-            for out in new.outputs:
-                if out:
-                    graph.value(out)
+        nodes.extend(_expanded(graph, node, model.graph.node, index))
     graph.nodes = nodes
     graph.functions = []
 
@@ -71,15 +64,23 @@ def lower_yaml_sequence_maps(graph: Graph, index: dict[str, int]) -> None:
         if protos is None:
             nodes.append(node)
             continue
-        for j, proto in enumerate(protos):
-            new = node_from_proto(j, proto)
-            new.meta = dict(node.meta)
-            index.setdefault(new.name, index.get(node.name, 0))
-            nodes.append(new)
-            for out in new.outputs:
-                if out:
-                    graph.value(out)
+        nodes.extend(_expanded(graph, node, protos, index))
     graph.nodes = nodes
+
+
+def _expanded(graph: Graph, node: Node, protos: Iterable[onnx.NodeProto], index: dict[str, int]) -> list[Node]:
+    """The nodes ``node`` expands to: its meta (stream label, priority) on each, placed in the
+    file at ``node``'s place, their outputs known to ``graph``."""
+    out = []
+    for j, proto in enumerate(protos):
+        new = node_from_proto(j, proto)
+        new.meta = dict(node.meta)
+        index.setdefault(new.name, index.get(node.name, 0))
+        out.append(new)
+        for name in new.outputs:
+            if name:
+                graph.value(name)
+    return out
 
 
 def _may_call(n: onnx.NodeProto, domains: set[str]) -> bool:
