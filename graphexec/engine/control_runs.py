@@ -131,6 +131,10 @@ class LoopRun(ControlRun):
             self.scans: list[list[Any]] = []
             self.scan_bytes = 0
             self.limit = max_iterations()   # a large trip count alone is no error: the condition may end it
+            if self.cond and self.trips is not None and self.trips > self.limit and _trips_decide(self.bodies[0]):
+                raise KernelError(f"node {self.node}: its trip count {self.trips} is past the limit of {self.limit} "
+                                  f"iterations, and only the trip count can end it (set {MAX_ITERATIONS_VAR} "
+                                  f"to allow more)")   # refused now, not after a million iterations
         else:
             outs = self.outputs()
             self.cond = _bool(outs[0], "body's condition output", self.node)

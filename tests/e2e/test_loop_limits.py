@@ -1,5 +1,6 @@
-"""Loops cannot run away (issue 21): a trip count of 10**12, or a condition that never turns
-false, stops at the documented iteration limit, and a carried value that doubles each
+"""Loops cannot run away (issue 21): a trip count of 10**12 that only the trip count can end is
+refused before it runs (issue 39), a condition that never turns false stops at the documented
+iteration limit, and a carried value that doubles each
 iteration stops at the device's memory, each with one line (CLI exit 2)."""
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ from graphexec.runtime.profiles import load_profile
 FEEDS = {"v0": np.zeros(1, np.float32)}
 
 
-def test_a_huge_trip_count_stops_at_the_limit(capsys, tmp_path, monkeypatch):
+def test_a_huge_trip_count_is_refused_before_it_runs(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv(MAX_ITERATIONS_VAR, "200")
     with pytest.raises(KernelError) as err:
         gx.Session(gx.load(runaway_loop(10**12))).run(FEEDS)
-    assert str(err.value) == (f"node loop (Loop): still running after 200 iterations of its trip count {10**12}, "
-                              f"the limit (set {MAX_ITERATIONS_VAR} to allow more)")
+    assert str(err.value) == (f"node loop (Loop): its trip count {10**12} is past the limit of 200 iterations, "
+                              f"and only the trip count can end it (set {MAX_ITERATIONS_VAR} to allow more)")
     path = tmp_path / "runaway.onnx"
     onnx.save(runaway_loop(10**12), str(path))
     assert cli.main(["run", str(path)]) == 2
-    assert "still running after 200 iterations" in capsys.readouterr().err
+    assert f"its trip count {10**12} is past the limit of 200 iterations" in capsys.readouterr().err
 
 
 def test_the_default_limit_is_documented():

@@ -338,6 +338,9 @@ LOOPS = [
          "node loop (Loop): 1000000 iterations of 6 tasks each, 1536 bytes of host memory a task: the loop needs "
          "9216000000 bytes, more than the host budget of 8589934592 bytes (GRAPHEXEC_HOST_BUDGET); set "
          + ITERATIONS + " lower to stop it earlier"),
+    Case("loops", "trillion_trips_refused_before_they_run", _loop(10**12),
+         "node loop (Loop): its trip count 1000000000000 is past the limit of 1000000 iterations, and only the "
+         "trip count can end it (set " + ITERATIONS + " to allow more)"),
     Case("loops", "while_loop_past_a_small_budget", _loop(2**63 - 1),
          "node loop (Loop): after 114 iterations of 6 tasks each, 1536 bytes of host memory a task: the loop needs "
          "1050624 bytes, more than the host budget of 1048576 bytes (GRAPHEXEC_HOST_BUDGET); set " + ITERATIONS

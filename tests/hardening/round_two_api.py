@@ -139,7 +139,8 @@ API: list[ApiCase] = [
     ApiCase("hangs", "cost_rule_negative", _cost_rule("CorpusNegativeFlops", -2.0), GraphError,
             "cost rule of graphexec.custom::CorpusNegativeFlops returned flops must be finite and >= 0, got -2.0"),
     ApiCase("hangs", "loop_trip_count_10e12", _run_loop(10**12), KernelError,
-            f"node loop (Loop): still running after 100 iterations of its trip count {10**12}, the limit {LIMIT}"),
+            f"node loop (Loop): its trip count {10**12} is past the limit of 100 iterations, and only the trip "
+            f"count can end it {LIMIT}"),
     ApiCase("hangs", "loop_while_true", _run_loop(np.iinfo(np.int64).max), KernelError,
             f"node loop (Loop): still running after 100 iterations, the limit {LIMIT}"),
     ApiCase("runtime faults", "kernel_keyboard_interrupt_then_recover", _after_fault(KeyboardInterrupt), RuntimeError,
