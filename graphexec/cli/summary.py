@@ -41,7 +41,4 @@ def print_summary(model: str, session: gx.Session, result: gx.Result, inputs: li
         print("\n".join(cards_lines(result)))
     from graphexec.profiling.console import profile_text
 
-    if spread is not None:   # the counterfactual re-simulations replay one card's record
-        print(f"  op types and diagnosis below: card 0's run ({cards[0]['num_tasks']} tasks of "
-              f"{s.num_tasks} on all cards)")
     print(profile_text(result))

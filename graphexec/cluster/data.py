@@ -103,7 +103,7 @@ class DataParallel(SimulatedMode):
             stats.extra["hazards"] = [h.to_dict() for p in plans for h in p.device.hazards]
         values = {} if timing else gather([run.outputs(b, outputs) for b in parts], outputs, rows)
         return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0].plan), cards=run.snapshots(),
-                           card_stats=each)
+                           card_stats=each, records=[RunRecord.of(p.device, p.plan) for p in plans])
 
 
 def gather(parts: list[dict[str, Any]], names: list[str], rows: int) -> dict[str, Any]:

@@ -120,7 +120,7 @@ class PipelineParallel(SimulatedMode):
                      for k in range(m)]
             values = gather(parts, outputs, rows)
         return MultiResult(values, stats, RunRecord.of(plans[0].device, plans[0].plan), cards=run.snapshots(),
-                           card_stats=each)
+                           card_stats=each, records=[RunRecord.of(p.device, p.plan) for p in plans])
 
 
 SLOTS = 2   # buffers per crossing value and side: micro-batch k moves while k - 1 computes

@@ -50,10 +50,16 @@ class MultiStats(Stats):
 @dataclass
 class MultiResult(Result):
     """A multi-device run's outputs and stats; ``trace`` has one process per card (pid =
-    device id, see ``profiling/trace.server_trace``); ``run`` and ``diagnosis`` are card 0's."""
+    device id, see ``profiling/trace.server_trace``); ``run`` is card 0's record and
+    ``records`` every card's (device id order, a card's first plan). ``diagnosis`` is the
+    whole run's: the critical card's (the one whose last task ends last, which bounds the
+    makespan), with every card's verdict under ``analyses["cards"]``
+    (``profiling/cards_diagnosis.py``)."""
 
     cards: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
     card_stats: list[Stats] = field(default_factory=list, repr=False, compare=False)
+    records: list[Any] = field(default_factory=list, repr=False, compare=False)
+    _card_diagnoses: list["Diagnosis"] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def trace(self) -> dict[str, Any]:
@@ -65,12 +71,21 @@ class MultiResult(Result):
         return self._trace
 
     @property
-    def diagnosis(self) -> "Diagnosis":
-        if self._diagnosis is None:
+    def card_diagnoses(self) -> list["Diagnosis"]:
+        """Each card's diagnosis, made as a one-card run's is (cached)."""
+        if self._card_diagnoses is None:
             from graphexec.profiling.diagnosis import diagnose
 
-            assert self.run is not None   # a multi-device result always keeps card 0's record
-            self._diagnosis = diagnose(self.run, self.card_stats[0])
+            records = self.records or ([self.run] if self.run is not None else [])
+            self._card_diagnoses = [diagnose(r, s) for r, s in zip(records, self.card_stats)]
+        return self._card_diagnoses
+
+    @property
+    def diagnosis(self) -> "Diagnosis":
+        if self._diagnosis is None:
+            from graphexec.profiling.cards_diagnosis import whole_run
+
+            self._diagnosis = whole_run(self.records or [self.run], self.card_diagnoses)
         return self._diagnosis
 
 

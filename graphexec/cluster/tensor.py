@@ -156,7 +156,8 @@ class TensorParallel(SimulatedMode):
                 values.update(run.outputs(bound[0][made[o]], [o]) if o in made else
                               {o: feeds[o] if o in feeds else self.cluster.graph.values[o].const})
         return MultiResult(values, stats, RunRecord.of(run.cards[0].device, p.cards[0][0].plan), cards=run.snapshots(),
-                           card_stats=each)
+                           card_stats=each, records=[RunRecord.of(run.cards[r].device, p.cards[r][0].plan)
+                                                     for r in range(n)])
 
 
 def _worth(cl: Cluster, typed: Graph, types: dict[str, Any]) -> Worth:

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphexec._render import term
+from graphexec.profiling.cards_diagnosis import verdict_lines
 
 PLAIN_WIDTH = 1000     # a pipe has no width: never wrap a row
 # a header rule of dashes and nothing else: what plain text tables have always looked like
@@ -175,6 +176,9 @@ def profile_text(result: Any) -> str:
 
     lines = profile_lines(result.stats)
     if result.run is not None:
-        lines += ["  device time by op type:", op_type_table(op_statistic(op_rows(result.run)))]
-        lines += diagnosis_lines(result.diagnosis)
+        records = getattr(result, "records", None) or [result.run]   # several cards: over all of them
+        rows = [row for r in records for row in op_rows(r)]
+        lines += [f"  device time by op type{' (all cards)' if len(records) > 1 else ''}:",
+                  op_type_table(op_statistic(rows))]
+        lines += verdict_lines(result.diagnosis) + diagnosis_lines(result.diagnosis)
     return "\n".join(lines)

@@ -31,7 +31,10 @@ STATISTIC_COLUMNS = ("OP Type", "Core Type", "Count", "Total Time(us)", "Avg Tim
 def roofline(t: Any, profile: Any) -> tuple[str, float, float]:
     """(bound, compute us, memory us) of one device task by the profile's roofline."""
     if t.kind == "memcpy":
-        return "memory", 0.0, t.bytes / profile.copy_bytes_per_us(getattr(t, "copy_kind", "d2d"))
+        kind = getattr(t, "copy_kind", "d2d")
+        if kind.startswith("p2p"):   # a copy between cards: its link (the system's, not the device's) bounds it
+            return "memory", 0.0, float(t.end_t - t.start_t) if t.end_t is not None else 0.0
+        return "memory", 0.0, t.bytes / profile.copy_bytes_per_us(kind)
     unit = t.unit if t.unit in ("cube", "aicpu") else "vector"
     cores, per_core = profile.unit_cores(unit), profile.unit_rate(unit, t.dtype)
     compute = t.flops / (per_core * max(1, min(t.block_dim, cores)))

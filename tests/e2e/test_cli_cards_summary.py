@@ -39,7 +39,7 @@ def test_pipeline_summary_adds_up_and_names_its_parts():
     assert sum(parts) == pytest.approx(total, abs=0.3)
     assert re.search(r"simulated device time " + re.escape(m.group(1)) + " us", out)   # the same makespan
     assert re.search(r"idle while another card works: card 0 [\d,.]+ us, card 1 [\d,.]+ us; pipeline bubble", out)
-    assert "weights" in out and "on all cards together" in out and "card 0's run" in out
+    assert "weights" in out and "on all cards together" in out and "the card that bounds the makespan" in out
     doc = json.loads(cli("run", MODEL, *PIPELINE, "--json").stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
     assert sum(doc["makespan_parts_us"].values()) == pytest.approx(doc["stats"]["makespan_us"], rel=1e-9)
@@ -60,3 +60,31 @@ def test_tensor_parallel_says_why_nothing_was_split():
     assert p.returncode == 0, p.stderr
     assert re.search(r"2 cards: tensor parallel: nothing split, 6 kept whole: b1_1x1 \(Conv\): it would save "
                      r"[\d.]+ us of compute for [\d.]+ us of all_gather", p.stdout), p.stdout
+
+
+@pytest.mark.parametrize("mode", [["--parallel", "data"], PIPELINE[2:6]])
+def test_every_card_is_diagnosed_and_the_numbers_add_up(mode):
+    """Each card's verdict is printed and in --json; the whole run's diagnosis is the card whose
+    last task ends at the makespan; the op-type table counts every card's kernels."""
+    args = ("run", MODEL, "--devices", "2", *mode, "--shape", "data=4,192,28,28", "--timing-only")
+    p = cli(*args)
+    assert p.returncode == 0, p.stderr
+    verdicts = re.findall(r"^    card (\d)( \(critical\))?: (\w+) ([\d.]+)x, its last task ends at ([\d,.]+) us", p.stdout,
+                          re.M)
+    assert [v[0] for v in verdicts] == ["0", "1"], p.stdout
+    crit = re.search(r"diagnosis below: card (\d)'s run, the card that bounds the makespan", p.stdout)
+    assert crit and [v[0] for v in verdicts if v[1]] == [crit.group(1)]
+    assert "card 0's run (" not in p.stdout
+    doc = json.loads(cli(*args, "--json").stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    cards = doc["diagnosis"]["analyses"]["cards"]
+    assert [c["device"] for c in cards] == [0, 1]
+    ends = [c["end_us"] for c in cards]
+    assert max(ends) == pytest.approx(doc["stats"]["makespan_us"], abs=0.05)   # the critical card bounds it
+    assert doc["diagnosis"]["analyses"]["critical_card"] == ends.index(max(ends))
+    assert doc["diagnosis"]["reason"] == cards[ends.index(max(ends))]["reason"]
+    table = p.stdout.split("device time by op type (all cards):")[1].split("  diagnosis below")[0]
+    rows = re.findall(r"^\s+(\w+)\s+(AI_CORE|AI_CPU)\s+(\d+)\s", table, re.M)
+    shares = sum(float(x) for x in re.findall(r"([\d.]+)%$", table, re.M))
+    assert shares == pytest.approx(100.0, abs=0.3)   # every op type is in the table
+    assert sum(int(n) for *_, n in rows) == doc["stats"]["num_kernels"] + doc["stats"]["num_aicpu"]
