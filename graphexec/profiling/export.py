@@ -51,7 +51,12 @@ def _write_all(result: Profiled, folder: str) -> None:
 
 def view_extra(result: Profiled) -> dict[str, Any]:
     """What ``graphexec view`` shows beyond the trace: the run's stats and its diagnosis."""
-    return {"stats": result.stats.to_dict(), "diagnosis": result.diagnosis.to_dict()}
+    extra = {"stats": result.stats.to_dict(), "diagnosis": result.diagnosis.to_dict()}
+    each = getattr(result, "card_diagnoses", None)   # several cards: each card's own, for its section
+    if each:
+        extra["card_diagnoses"] = [{k: d.to_dict()[k] for k in ("reason", "message", "ops", "causes")} | {"device": c}
+                                   for c, d in zip(sorted(getattr(result, "cards", {})), each)]
+    return extra
 
 
 def write_profile(result: Profiled, folder: str | os.PathLike[str]) -> list[Path]:

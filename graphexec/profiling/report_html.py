@@ -37,15 +37,26 @@ def _metrics(stats: dict[str, Any], view: View) -> str:
     return f'<div class="cards">{"".join(cards)}</div>' if cards else "<p>no stats in this profile</p>"
 
 
-def _diagnosis(d: dict[str, Any] | None) -> str:
+def _diagnosis(d: dict[str, Any] | None, rid: str = "diagnosis-reason") -> str:
     if not d:
         return "<p>no diagnosis in this profile (a timeline written by an older graphexec)</p>"
     rows = [[i + 1, c["reason"], f"{c['gain']:.2f}x", c["message"]] for i, c in enumerate(d.get("causes", []))]
     ops = ", ".join(f"{o['name']} ({o['op']}, {o['us']:,.1f} us)" for o in d.get("ops", []))
-    return (f'<p id="diagnosis-reason"><b>{_e(d["reason"])}</b>: {_e(d["message"])}</p>'
+    return (f'<p id="{rid}"><b>{_e(d["reason"])}</b>: {_e(d["message"])}</p>'
             + (f"<p>ops that matter: {_e(ops)}</p>" if ops else "")
             + _table(["rank", "bound", "gain", "what bounds the run, and what removing it would buy"], rows,
                      "causes", first=True))
+
+
+def _card_diagnoses(each: list[dict[str, Any]], crit: Any) -> list[str]:
+    """A multi-card run's per-card diagnosis sections, each made on that card's own run."""
+    out = []
+    for d in each:
+        c = int(d["device"])
+        note = " (critical: it bounds the makespan)" if c == crit else ""
+        out.append(f'<h2 id="diagnosis-card-{c}">Diagnosis of card {c}{note}</h2>'
+                   + _diagnosis(d, f"diagnosis-reason-card-{c}"))
+    return out
 
 
 def _actions(d: dict[str, Any] | None) -> str:
@@ -109,7 +120,9 @@ def render(view: View) -> str:
     end = max((e["ts"] + e.get("dur", 0.0) for e in view.events if e.get("ph") == "X"), default=0.0)
     peak = other.get("peak", {})
     title = f"graphexec profile: {_subject(other, stats)}"
-    card0 = " (card 0's: the diagnosis is made on card 0's plan)" if sections.multi_card(stats) else ""
+    crit = ((view.diagnosis or {}).get("analyses") or {}).get("critical_card")
+    card0 = ("" if not sections.multi_card(stats) else " (card 0's: the diagnosis is made on card 0's plan)"
+             if crit is None else f" (card {crit}'s: the card that bounds the makespan)")
     parts = [f"<h1>{_e(title)}</h1><p>from {_e(view.source)}</p>", _calibration(other.get("device")),
              "<h2>Key metrics</h2>", _metrics(stats, view),
              sections.cards(view, end) if sections.multi_card(stats)
@@ -119,6 +132,7 @@ def render(view: View) -> str:
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),
              f"<h2>Actions: settings ranked by measured gain{card0}</h2>", _actions(view.diagnosis),
              f"<h2>Diagnosis: what bounds the run{card0}</h2>", _diagnosis(view.diagnosis),
+             *_card_diagnoses(other.get("card_diagnoses") or [], crit),
              f"<h2>Idle time per stream{card0}</h2>", _idle(view.diagnosis),
              f"<h2>Launches and queues{card0}</h2>", _launches(view.diagnosis),
              "<h2>Memory</h2>", sections.memory(view),

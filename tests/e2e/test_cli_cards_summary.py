@@ -69,7 +69,8 @@ def test_every_card_is_diagnosed_and_the_numbers_add_up(mode):
     args = ("run", MODEL, "--devices", "2", *mode, "--shape", "data=4,192,28,28", "--timing-only")
     p = cli(*args)
     assert p.returncode == 0, p.stderr
-    verdicts = re.findall(r"^    card (\d)( \(critical\))?: (\w+) ([\d.]+)x, its last task ends at ([\d,.]+) us", p.stdout,
+    verdicts = re.findall(r"^    card (\d)( \(critical\))?: (\w+) ([\d.]+)x, its last task ends at "
+                          r"([\d,.]+) us", p.stdout,
                           re.M)
     assert [v[0] for v in verdicts] == ["0", "1"], p.stdout
     crit = re.search(r"diagnosis below: card (\d)'s run, the card that bounds the makespan", p.stdout)
@@ -88,3 +89,14 @@ def test_every_card_is_diagnosed_and_the_numbers_add_up(mode):
     shares = sum(float(x) for x in re.findall(r"([\d.]+)%$", table, re.M))
     assert shares == pytest.approx(100.0, abs=0.3)   # every op type is in the table
     assert sum(int(n) for *_, n in rows) == doc["stats"]["num_kernels"] + doc["stats"]["num_aicpu"]
+
+
+def test_the_report_has_a_diagnosis_per_card(tmp_path):
+    prof, html = tmp_path / "prof", tmp_path / "r.html"
+    assert cli("run", MODEL, *PIPELINE, "--profile", str(prof)).returncode == 0
+    p = cli("view", str(prof), "-o", str(html))
+    assert p.returncode == 0, p.stderr
+    page = html.read_text()
+    assert 'id="diagnosis-card-0"' in page and 'id="diagnosis-card-1"' in page
+    assert re.search(r"Diagnosis of card (\d) \(critical: it bounds the makespan\)", page)
+    assert "the diagnosis is made on card 0's plan" not in page

@@ -106,7 +106,8 @@ def test_several_cards_whole_run_and_each_card(tmp_path):
     for d in stats["per_device"]:
         assert f'data-v="{d["makespan_us"]:.3f}"' in cards
     assert 'id="card-0"' in dom and 'id="card-1"' in dom
-    assert "Diagnosis: what bounds the run (card 0's" in dom   # never told as the whole run's
+    assert re.search(r"Diagnosis: what bounds the run \(card \d's: the card that bounds the makespan\)", dom)
+    assert 'id="diagnosis-card-0"' in dom and 'id="diagnosis-card-1"' in dom   # and every card's own
 
 
 def test_eager_steps_with_memory(tmp_path):
