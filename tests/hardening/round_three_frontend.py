@@ -10,28 +10,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, NamedTuple
 
 import numpy as np
 import onnx
 from hardening import bad_inputs as B
+from hardening.round_two import Case, Make
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
 from graphexec import cli
 
-Make = Callable[[Path], list]
 OPS = [h.make_opsetid("", 18), h.make_opsetid("d", 1)]
-
-
-class Case(NamedTuple):
-    cls: str
-    name: str
-    make: Make
-    message: str
-    rc: int = 2
-    check: Callable[[Path], None] | None = None
 
 
 def _fn(name: str, body: list[onnx.NodeProto]) -> onnx.FunctionProto:

@@ -29,6 +29,7 @@ class Case(NamedTuple):
     make: Make
     message: str
     rc: int = 2
+    check: Callable[[Path], None] | None = None   # a clean run (rc 0, no message): what it wrote
 
 
 def _folder(d: Path) -> Path:
