@@ -131,7 +131,8 @@ class LoopRun(ControlRun):
             self.scans: list[list[Any]] = []
             self.scan_bytes = 0
             self.limit = max_iterations()   # a large trip count alone is no error: the condition may end it
-            if self.cond and self.trips is not None and self.trips > self.limit and _trips_decide(self.bodies[0]):
+            self.decide = self.trips is not None and _trips_decide(self.bodies[0])   # only the trip count ends it
+            if self.cond and self.decide and self.trips is not None and self.trips > self.limit:
                 raise KernelError(f"node {self.node}: its trip count {self.trips} is past the limit of {self.limit} "
                                   f"iterations, and only the trip count can end it (set {MAX_ITERATIONS_VAR} "
                                   f"to allow more)")   # refused now, not after a million iterations
@@ -166,8 +167,6 @@ class LoopRun(ControlRun):
         those run so far; past the host budget the loop stops now, not after hours."""
         assert self.ctx is not None
         per_iteration = (len(self.ctx.tasks.tasks) + 2) * HOST_BYTES_PER_TASK   # + the switch's two markers
-        if self.iterations == 1:
-            self.decide = self.trips is not None and _trips_decide(self.bodies[0])
         known = self.decide and self.cond and self.trips is not None
         n = min(self.trips, self.limit) if known and self.trips is not None else self.iterations
         problem = over_budget(n * per_iteration)
