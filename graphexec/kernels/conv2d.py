@@ -4,7 +4,8 @@
 - 3x3 stride 1 with enough channels and tiles: Winograd F(4x4, 3x3) (``winograd.py``).
 - any other dense conv: im2col into a reused scratch in chunks of output rows (the chunk
   stays in cache), one GEMM per chunk straight into the output's rows.
-- depthwise (one filter per channel): per-channel columns and one batched matmul.
+- depthwise (one filter per channel): the compiled loop of ``depthwise.py`` in float32 when
+  it is built, else per-channel columns and one batched matmul.
 - grouped: the dense path per group.
 
 With ``exact`` (the integer convolutions' float32 operands) Winograd is left out: its
@@ -24,7 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from graphexec import _switch
-from graphexec.kernels import channels, parallel, scratch, winograd
+from graphexec.kernels import channels, depthwise, parallel, scratch, winograd
 from graphexec.kernels.registry import OpContext, fits
 
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -60,7 +61,9 @@ def fast_conv(ctx: OpContext, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
         if groups == 1:
             _dense(ctx, x[i], w, geo, y[i], exact)
         elif w.shape[1] == 1 and m == c == groups:
-            _depthwise(x[i], w, geo, y[i])
+            if not (depthwise.available() and _cached(ctx, "finite", w, _finite)
+                    and depthwise.run(x[i], w, geo.kernel, geo.strides, geo.dil, geo.begin, y[i])):
+                _depthwise(x[i], w, geo, y[i])
         else:
             _grouped(x[i], w, groups, geo, y[i])
     if b is not None:
@@ -92,6 +95,10 @@ def _cached(ctx: OpContext, key: str, w: np.ndarray, make: Any) -> np.ndarray:
     if hit is None or hit[0].shape != w.shape:
         hit = ctx.cache[key] = (w, make(w))
     return hit[1]
+
+
+def _finite(w: np.ndarray) -> bool:
+    return bool(np.isfinite(w).all())
 
 
 def _im2col_gemm(x: np.ndarray, w2: np.ndarray, geo: Geometry, y2: np.ndarray) -> None:
