@@ -11,7 +11,7 @@ not only those within one pair of streams (GE, XLA).
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from graphexec.plan.clocks import Clocks
 from graphexec.plan.schedule import Schedule
@@ -49,21 +49,41 @@ def insert_events(tasks: TaskGraph, stream_of: list[int], policy: str = "single"
 
     ``clocked=False`` leaves the vector clocks out (``with_clocks`` adds them): a candidate
     that the auto search only simulates, and may drop, needs none (a third of the pass)."""
-    n_streams = max(stream_of, default=0) + 1
-    clocks = Clocks(n_streams)
+    waits, crossing = prune_waits(tasks, stream_of)
+    return events_schedule(tasks, stream_of, waits, crossing, policy, priorities, clocked)
+
+
+def prune_waits(tasks: TaskGraph, stream_of: list[int]) -> tuple[list[tuple[int, int]], int]:
+    """The waits to place, as (consumer id, producer id) in launch order, and how many
+    dependencies cross streams (the waits before pruning)."""
+    clocks = Clocks(max(stream_of, default=0) + 1)
     waits: list[tuple[int, int]] = []  # (consumer id, producer id): waits placed before the consumer
     crossing = 0
+    deps = tasks.deps
     for v in tasks.tasks:
-        s = stream_of[v.id]
-        preds = sorted([p for p in tasks.deps.get(v.id, ()) if stream_of[p] != s], reverse=True)   # ids are distinct
-        crossing += len(preds)
-        for u in preds:  # latest producer first: its clock may imply the others
-            if clocks.current(s, stream_of[u]) > clocks.pos[u]:
-                continue
-            waits.append((v.id, u))
-            clocks.merge_after(s, u)
-        clocks.add(v.id, s)
-    order, streams, stream_all = _materialize(tasks, stream_of, waits, n_streams)
+        vid = v.id
+        s = stream_of[vid]
+        ps = deps.get(vid)
+        if ps:
+            preds = sorted([p for p in ps if stream_of[p] != s], reverse=True)   # ids are distinct
+            crossing += len(preds)
+            for u in preds:  # latest producer first: its clock may imply the others
+                if clocks.current(s, stream_of[u]) > clocks.pos[u]:
+                    continue
+                waits.append((vid, u))
+                clocks.merge_after(s, u)
+        clocks.add(vid, s)
+    return waits, crossing
+
+
+def events_schedule(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, int]], crossing: int,
+                    policy: str, priorities: tuple[int | None, ...] = (), clocked: bool = True,
+                    slots: Slots | None = None) -> Schedule:
+    """The schedule of ``prune_waits``' waits (see ``insert_events``); ``slots``: their
+    ``event_slots``, if worked out already."""
+    n_streams = max(stream_of, default=0) + 1
+    slots = slots if slots is not None else event_slots(tasks, stream_of, waits)
+    order, streams, stream_all = _materialize(tasks, stream_of, slots, n_streams)
     clock = _clocks(order, stream_all, n_streams) if clocked else Clocks(n_streams)
     num_ids = max((t.event + 1 for t in order if isinstance(t, EventTask)), default=0)
     return Schedule(streams, order, stream_all, len(waits), num_ids, policy,
@@ -77,36 +97,69 @@ def with_clocks(schedule: Schedule) -> Schedule:
     return replace(schedule, clock=clock, pos=clock.pos)
 
 
-def _materialize(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, int]],
-                 n_streams: int) -> tuple[list[AnyTask], list[list[AnyTask]], list[int]]:
-    """Turn the chosen waits into record/wait tasks: (launch order, streams, stream of every task id)."""
+@dataclass(frozen=True)
+class Slots:
+    """The record and wait tasks that the chosen waits become, before they are made: the
+    launch order as task ids (the j-th event task's id is ``len(tasks.tasks) + j``) and
+    per event task its kind, stream, producer (the kernel recorded or waited for) and
+    device event id. The auto search simulates a candidate from these alone."""
+
+    order: list[int]
+    kinds: list[TaskKind]
+    streams: list[int]
+    producers: list[int]
+    events: list[int]
+
+
+def event_slots(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, int]]) -> Slots:
+    """Each wait placed before its consumer, one record after each producer waited on."""
     waited_on = {u for _, u in waits}
     waits_before: dict[int, list[int]] = {}
     for consumer, producer in waits:
         waits_before.setdefault(consumer, []).append(producer)
     logical = {u: i for i, u in enumerate(sorted(waited_on))}   # one logical event per producer
-    record_of: dict[int, int] = {}   # producer id -> id of its record task
-    slots: list[tuple[TaskKind, str, int, int]] = []   # (kind, name, stream, producer) per event task
+    kinds: list[TaskKind] = []
+    streams: list[int] = []
+    producers: list[int] = []
     order_ids: list[int] = []
-    next_id = len(tasks.tasks)
+    base = next_id = len(tasks.tasks)
+    wait, record = TaskKind.EVENT_WAIT, TaskKind.EVENT_RECORD
     for v in tasks.tasks:
-        s = stream_of[v.id]
-        for u in waits_before.get(v.id, ()):
-            slots.append((TaskKind.EVENT_WAIT, f"wait {tasks.tasks[u].name}", s, u))
+        vid = v.id
+        s = stream_of[vid]
+        before = waits_before.get(vid)
+        if before is not None:
+            for u in before:
+                kinds.append(wait)
+                streams.append(s)
+                producers.append(u)
+                order_ids.append(next_id)
+                next_id += 1
+        order_ids.append(vid)
+        if vid in waited_on:
+            kinds.append(record)
+            streams.append(s)
+            producers.append(vid)
             order_ids.append(next_id)
             next_id += 1
-        order_ids.append(v.id)
-        if v.id in waited_on:
-            record_of[v.id] = next_id
-            slots.append((TaskKind.EVENT_RECORD, f"record {v.name}", s, v.id))
-            order_ids.append(next_id)
-            next_id += 1
+    logic = [(k, logical[u]) for k, u in zip(kinds, producers)]
+    events = reuse_event_ids([(logic[i - base] if i >= base else None) for i in order_ids])
+    return Slots(order_ids, kinds, streams, producers, events)
+
+
+def _materialize(tasks: TaskGraph, stream_of: list[int], slots: Slots,
+                 n_streams: int) -> tuple[list[AnyTask], list[list[AnyTask]], list[int]]:
+    """Turn the slots into record/wait tasks: (launch order, streams, stream of every task id)."""
     base = len(tasks.tasks)
-    kinds = [(k, logical[u]) for k, _, _, u in slots]
-    ids = reuse_event_ids([(kinds[i - base] if i >= base else None) for i in order_ids])
-    events = [EventTask(base + j, k, name, s, ids[j], record_of[u]) for j, (k, name, s, u) in enumerate(slots)]
-    stream_all = list(stream_of) + [e.stream for e in events]
-    order: list[AnyTask] = [events[i - base] if i >= base else tasks.tasks[i] for i in order_ids]
+    record_of = {u: base + j for j, (k, u) in enumerate(zip(slots.kinds, slots.producers))
+                 if k is TaskKind.EVENT_RECORD}   # producer id -> id of its record task
+    named = tasks.tasks
+    events = [EventTask(base + j, k, f"{'wait' if k is TaskKind.EVENT_WAIT else 'record'} {named[u].name}", s, e,
+                        record_of[u])
+              for j, (k, s, u, e) in enumerate(zip(slots.kinds, slots.streams, slots.producers, slots.events))]
+    stream_all = list(stream_of) + slots.streams
+    everything: list[AnyTask] = [*named, *events]
+    order: list[AnyTask] = [everything[i] for i in slots.order]
     streams: list[list[AnyTask]] = [[] for _ in range(n_streams)]
     for t in order:
         streams[stream_all[t.id]].append(t)

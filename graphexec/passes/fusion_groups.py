@@ -32,6 +32,9 @@ class View:
         self.producer = graph.producers()
         self.outputs = set(graph.outputs)
         self.opset = graph.opsets.get("", 1)
+        # node id -> whether it is a kernel node (``kernel`` with no ops): eleven rules ask
+        # of every node, and the answer stands while the view does (the graph unchanged)
+        self._kernel: dict[int, bool] = {}
 
     def const(self, name: str) -> np.ndarray | None:
         v = self.graph.values.get(name) if name else None
@@ -57,6 +60,12 @@ class View:
         before counts by its fused op type."""
         if ops and node.op not in ops:
             return False
+        known = self._kernel.get(id(node))
+        if known is None:
+            known = self._kernel[id(node)] = self._is_kernel(node)
+        return known
+
+    def _is_kernel(self, node: Node) -> bool:
         if len(node.outputs) != 1 or not node.outputs[0] or node.implicit_inputs:
             return False
         if not all(self.static(n) for n in node.inputs if n) or not self.static(node.outputs[0]):

@@ -20,7 +20,7 @@ import numpy as np
 
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.plan.tasks import TaskGraph, TaskKind
+from graphexec.plan.tasks import TaskGraph, TaskKind, retask
 from graphexec.runtime.kernel_time import hbm_equivalent, l2_hits
 from graphexec.runtime.profiles import DeviceProfile
 
@@ -71,7 +71,7 @@ def reuse(graph: Graph, tasks: TaskGraph, profile: DeviceProfile) -> TaskGraph:
     for t, hits, (_, writes) in zip(kernels, l2_hits(steps, km.l2_bytes), steps):
         served = min(float(hits), max(0.0, t.bytes - sum(w[1] for w in writes)))   # no more than it reads
         if served > 0:
-            changed[t.id] = replace(t, bytes=hbm_equivalent(t.bytes, served, profile))
+            changed[t.id] = retask(t, bytes=hbm_equivalent(t.bytes, served, profile))
     if not changed:
         return tasks
     return replace(tasks, tasks=[changed.get(t.id, t) for t in tasks.tasks])

@@ -32,7 +32,7 @@ from graphexec.ir import Graph
 from graphexec.kernels.precision import PrecisionRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.lowering import dtype_name as _name
-from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind
+from graphexec.plan.tasks import Runner, Task, TaskGraph, TaskKind, retask
 
 MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision",
          "allow_mix_precision_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix_precision_bf16",
@@ -149,9 +149,9 @@ def apply_precision(graph: Graph, tasks: TaskGraph, runners: dict[int, Runner], 
             out.append(t)
             continue
         if c.aicpu:
-            out.append(replace(t, kind=TaskKind.AICPU, unit="aicpu", block_dim=1))
+            out.append(retask(t, kind=TaskKind.AICPU, unit="aicpu", block_dim=1))
             continue
-        out.append(replace(t, dtype=c.dtype, bytes=_moved(graph, t, c)))
+        out.append(retask(t, dtype=c.dtype, bytes=_moved(graph, t, c)))
         if device_numerics and _WIDTH[c.operand] < _WIDTH[t.dtype]:
             new_runners[t.id] = PrecisionRunner(runners[t.id], c.operand, None if c.result == t.dtype else c.result)
     return replace(tasks, tasks=out), new_runners

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -11,11 +10,18 @@ from graphexec import _switch
 from graphexec.errors import GraphExecError, PassError
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.contracts import check_events
-from graphexec.passes.event_insertion import insert_events, physical_streams, with_clocks
+from graphexec.passes.event_insertion import (
+    Slots,
+    event_slots,
+    events_schedule,
+    insert_events,
+    physical_streams,
+    prune_waits,
+)
 from graphexec.passes.stream_policies import POLICIES, shared_weights
 from graphexec.plan.schedule import Schedule
-from graphexec.plan.tasks import TaskGraph
-from graphexec.runtime.launch import simulate_makespan
+from graphexec.plan.tasks import TaskGraph, TaskKind
+from graphexec.runtime.launch import compiled_makespan, order_tasks, simulate_makespan
 from graphexec.runtime.profiles import DeviceProfile
 
 log = logging.getLogger(__name__)
@@ -60,10 +66,9 @@ def _renumber(stream_of: list[int]) -> list[int]:
     return [ids.setdefault(s, len(ids)) for s in stream_of]
 
 
-def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DeviceProfile,
-                   clocked: bool = True) -> Schedule:
-    """Assign streams with ``policy`` under ``limit``, split long streams, insert events
-    (``clocked=False``: without the vector clocks, see ``insert_events``)."""
+def assign(tasks: TaskGraph, policy: str, limit: int, profile: DeviceProfile) -> list[int]:
+    """Each task's stream under ``policy`` and ``limit``: labels applied, long streams split,
+    numbered by first use, checked against the device's streams."""
     policies = {**POLICIES, "manual": manual}
     if policy not in policies:
         raise GraphExecError(f"unknown stream policy {policy!r}; known: {', '.join([*POLICIES, 'auto'])}")
@@ -73,10 +78,21 @@ def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DevicePro
     if n > profile.max_streams:
         raise PassError(f"the schedule needs {n} streams after splitting long streams; device "
                         f"{profile.name} allows {profile.max_streams}")
+    return stream_of
+
+
+def _check_event_ids(n: int, profile: DeviceProfile) -> None:
+    if n > profile.max_events:
+        raise PassError(f"the schedule needs {n} events at once; device {profile.name} allows {profile.max_events}")
+
+
+def build_schedule(tasks: TaskGraph, policy: str, limit: int, profile: DeviceProfile,
+                   clocked: bool = True) -> Schedule:
+    """Assign streams with ``policy`` under ``limit``, split long streams, insert events
+    (``clocked=False``: without the vector clocks, see ``insert_events``)."""
+    stream_of = assign(tasks, policy, limit, profile)
     schedule = insert_events(tasks, stream_of, policy, _priorities(tasks, stream_of), clocked)
-    if schedule.num_event_ids > profile.max_events:
-        raise PassError(f"the schedule needs {schedule.num_event_ids} events at once; device "
-                        f"{profile.name} allows {profile.max_events}")
+    _check_event_ids(schedule.num_event_ids, profile)
     return schedule
 
 
@@ -84,25 +100,60 @@ def auto_schedule(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str]
                   graph_mode: bool = True) -> Schedule:
     """Try each policy and limit; keep the shortest simulated time, then fewer streams, then events.
 
-    The candidates are simulated without their vector clocks (the simulation reads none);
-    the one kept gets them. They share one table of kernel times (a task's does not depend
-    on its stream) and the policies one of task weights. ``GRAPHEXEC_PLAIN``: every
-    candidate is built and priced whole."""
-    lazy = _switch.fast()
-    known: dict[int, Any] | None = {} if lazy else None   # kernel times, worked out once for all candidates
-    best: Schedule | None = None
+    A candidate is simulated from its streams and event slots alone (``_draft_span``): its
+    record and wait tasks and its vector clocks are made for the one kept. The candidates
+    share one table of kernel times (a task's does not depend on its stream) and the
+    policies one of task weights. ``GRAPHEXEC_PLAIN``: every candidate is built and priced
+    whole."""
+    if not _switch.fast():
+        return _auto_plain(tasks, limits, policies, profile, graph_mode)
+    known: dict[int, Any] = {}   # kernel times, worked out once for all candidates
+    best: tuple[str, list[int], list[tuple[int, int]], int, Slots] | None = None
     best_key: tuple[float, int, int] | None = None
-    with shared_weights(tasks, profile) if lazy else nullcontext():
+    with shared_weights(tasks, profile):
         for limit in limits:
             for policy in (["single"] if limit == 1 else policies):
-                sched = build_schedule(tasks, policy, limit, profile, clocked=not lazy)
-                key = (round(simulate_makespan(sched, profile, graph_mode, known), 6), len(sched.streams),
-                       sched.num_events)
+                stream_of = assign(tasks, policy, limit, profile)
+                waits, crossing = prune_waits(tasks, stream_of)
+                slots = event_slots(tasks, stream_of, waits)
+                _check_event_ids(max(slots.events, default=-1) + 1, profile)
+                span = _draft_span(tasks, stream_of, waits, slots, profile, graph_mode, known)
+                key = (round(span, 6), max(stream_of, default=0) + 1, len(waits))
                 log.debug("auto: %s x%d -> %s", policy, limit, key)
                 if best_key is None or key < best_key:
-                    best, best_key = sched, key
+                    best, best_key = (policy, stream_of, waits, crossing, slots), key
     assert best is not None
-    best = with_clocks(best) if lazy else best
+    policy, stream_of, waits, crossing, slots = best
+    sched = events_schedule(tasks, stream_of, waits, crossing, policy, _priorities(tasks, stream_of), slots=slots)
+    return replace(sched, stats={**sched.stats, "auto_candidates": len(limits) * len(policies)})
+
+
+def _draft_span(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, int]], slots: Slots,
+                profile: DeviceProfile, graph_mode: bool, known: dict[int, Any]) -> float:
+    """The simulated makespan of the schedule these streams and slots make, by the compiled
+    loop from columns; where it cannot run them, of the schedule made whole."""
+    n_streams, n_ids = max(stream_of, default=0) + 1, max(slots.events, default=-1) + 1
+    launch = order_tasks(tasks.tasks, stream_of, slots.order, [k is TaskKind.EVENT_WAIT for k in slots.kinds],
+                         slots.streams, slots.events, known)
+    span = None if launch is None else compiled_makespan(launch, n_streams, n_ids, profile, graph_mode)
+    if span is None:
+        whole = events_schedule(tasks, stream_of, waits, len(waits), "draft", clocked=False, slots=slots)
+        span = simulate_makespan(whole, profile, graph_mode, known)
+    return span
+
+
+def _auto_plain(tasks: TaskGraph, limits: tuple[int, ...], policies: list[str], profile: DeviceProfile,
+                graph_mode: bool) -> Schedule:
+    """The reference search: each candidate built whole, clocks included, and simulated."""
+    best: Schedule | None = None
+    best_key: tuple[float, int, int] | None = None
+    for limit in limits:
+        for policy in (["single"] if limit == 1 else policies):
+            sched = build_schedule(tasks, policy, limit, profile)
+            key = (round(simulate_makespan(sched, profile, graph_mode), 6), len(sched.streams), sched.num_events)
+            if best_key is None or key < best_key:
+                best, best_key = sched, key
+    assert best is not None
     return replace(best, stats={**best.stats, "auto_candidates": len(limits) * len(policies)})
 
 

@@ -133,16 +133,14 @@ def _topological(succ: dict[int, list[int]]) -> list[int]:
 
 def chain_cover(tasks: TaskGraph) -> list[list[int]]:
     """A minimum path cover of the transitive reduction (Nimble): matched edges chain tasks."""
-    dag = nx.DiGraph()
-    dag.add_nodes_from(t.id for t in tasks.tasks)
-    dag.add_edges_from(reduced_edges(tasks))
     # task n's "out" side is n, its "in" side ~n: int nodes hash the same in every process
-    # (string tuples do not), so the matching, and the streams, do not depend on the hash seed
+    # (string tuples do not), so the matching, and the streams, do not depend on the hash seed;
+    # the reduction's edges are distinct, so no DiGraph is needed to dedupe them
     bip = nx.Graph()
-    left = sorted(dag.nodes)
+    left = sorted(t.id for t in tasks.tasks)
     bip.add_nodes_from(left, bipartite=0)
     bip.add_nodes_from((~n for n in left), bipartite=1)
-    bip.add_edges_from(sorted((u, ~v) for u, v in dag.edges))
+    bip.add_edges_from(sorted((u, ~v) for u, v in reduced_edges(tasks)))
     with _recursion_for(len(left)):   # networkx's augmenting-path search recurses once per task on a path
         matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=left)
     nxt = {u: ~v for u, v in matching.items() if u >= 0}

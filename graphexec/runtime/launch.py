@@ -162,6 +162,45 @@ def graph_tasks(schedule: Schedule, metas: Mapping[int, Any] | None = None,
     return sim_core.GraphTasks(entries, known if metas is None else None)
 
 
+def compiled_makespan(tasks: sim_core.GraphTasks, n_streams: int, n_events: int, profile: DeviceProfile,
+                      graph_mode: bool = True) -> float | None:
+    """``simulate_makespan`` of a launch order given as the compiled loop's columns
+    (``order_tasks``) on ``n_streams`` streams and ``n_events`` events: the same device,
+    streams and events, the same loop; None where that loop cannot run it (no C module,
+    the plain switch, host launch, a replaced dispatch table: the caller then simulates
+    the schedule made whole)."""
+    if not (graph_mode and sim_core.enabled() and plain_handlers()):
+        return None
+    dev = Device(profile, graph_mode=graph_mode)
+    streams = [dev.default_stream, *(dev.create_stream() for _ in range(1, n_streams))]
+    for _ in range(n_events):
+        dev.create_event()
+    seen = sim_core.graph_times(dev, streams, tasks)
+    return None if seen is None else _span({tasks.metas[i].id: times for i, times in seen.items()})[0]
+
+
+def order_tasks(kernels: Sequence[Task], stream_of: Sequence[int], order: Sequence[int], waits: Sequence[bool],
+                streams: Sequence[int], events: Sequence[int], known: dict[int, Any] | None = None
+                ) -> sim_core.GraphTasks | None:
+    """``graph_tasks`` of a launch order not made into a Schedule yet: ``order`` holds
+    kernel task ids (below ``len(kernels)``, each the task at its index) and
+    ``len(kernels) + j`` for the j-th event task, a wait (``waits[j]``) or a record on
+    ``streams[j]`` of device event ``events[j]``. The columns are the same as
+    ``graph_tasks`` makes of the finished schedule, but an event task's meta is None (a
+    timing-only run reads none). None where a task is not a kernel (control flow)."""
+    if not all(t.kind is _KERNEL or t.kind is _AICPU for t in kernels):
+        return None
+    pad = len(waits)
+    wait, record = sim_core.WAIT, sim_core.RECORD
+    ext = ([sim_core.KERNEL] * len(kernels) + [wait if w else record for w in waits],
+           [*stream_of[:len(kernels)], *streams], [t.name for t in kernels] + [""] * pad,
+           [t.unit for t in kernels] + [""] * pad, [t.block_dim for t in kernels] + [1] * pad,
+           [t.flops for t in kernels] + [0.0] * pad, [t.bytes for t in kernels] + [0.0] * pad,
+           [t.dtype for t in kernels] + ["float16"] * pad, [*kernels, *([None] * pad)],
+           [-1] * len(kernels) + list(events))
+    return sim_core.GraphTasks.from_columns([list(map(col.__getitem__, order)) for col in ext], known)
+
+
 def simulate_makespan(schedule: Schedule, profile: DeviceProfile, graph_mode: bool = True,
                       known: dict[int, Any] | None = None) -> float:
     """Simulated device time of ``schedule`` on ``profile`` (no kernel is computed)."""

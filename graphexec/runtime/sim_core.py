@@ -66,9 +66,19 @@ class GraphTasks:
 
     def __init__(self, entries: Sequence[tuple[int, int, str, str, int, Any, Any, str, Any, int]],
                  known: dict[int, Any] | None = None) -> None:
-        self.n = len(entries)
+        self._setup([list(c) for c in zip(*entries)] if entries else [[] for _ in range(10)], known)
+
+    @classmethod
+    def from_columns(cls, cols: list[list[Any]], known: dict[int, Any] | None = None) -> GraphTasks:
+        """The same from ``entries``' ten columns (``zip(*entries)``), for a caller that
+        has them as columns already (an auto-search candidate: no tuple per task)."""
+        made = cls.__new__(cls)
+        made._setup(cols, known)
+        return made
+
+    def _setup(self, cols: list[list[Any]], known: dict[int, Any] | None) -> None:
+        self.n = len(cols[0])
         self.known = known   # kernel times shared with other launch orders of the same tasks (``_costs``)
-        cols = [list(c) for c in zip(*entries)] if entries else [[] for _ in range(10)]
         self.kinds = bytes(cols[0])
         self.kind_names = [("kernel", "record", "wait")[k] for k in self.kinds]
         self.stream = array("i", cols[1])

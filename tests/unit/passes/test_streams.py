@@ -117,6 +117,29 @@ def test_auto_candidates_without_clocks_pick_the_plain_schedule(streams):
                for t in fast.order for s in range(len(fast.streams)))
 
 
+@pytest.mark.parametrize("seed", [5, 11])
+def test_each_candidate_is_simulated_as_its_whole_schedule(seed):
+    """The auto search simulates a candidate from its streams and event slots (no event
+    task, no clocks): for every policy and limit its makespan is the one of the schedule
+    made whole, and the schedule it keeps is that candidate's (same order, events, ids)."""
+    from graphexec.passes import stream_assignment as sa
+    from graphexec.passes.event_insertion import event_slots, events_schedule, prune_waits
+    from graphexec.runtime.launch import simulate_makespan
+
+    session = gx.Session(random_dag(np.random.default_rng(seed), 50), streams=4)
+    tasks, profile = session.compile(None).tasks, session.profile
+    for limit, policy in [(1, "single"), *((n, p) for n in (2, 4) for p in ("ge", "chains", "list"))]:
+        stream_of = sa.assign(tasks, policy, limit, profile)
+        waits, crossing = prune_waits(tasks, stream_of)
+        slots = event_slots(tasks, stream_of, waits)
+        whole = build_schedule(tasks, policy, limit, profile)
+        assert sa._draft_span(tasks, stream_of, waits, slots, profile, True, {}) == simulate_makespan(whole, profile)
+        made = events_schedule(tasks, stream_of, waits, crossing, policy, whole.priorities, slots=slots)
+        assert [(t.id, t.name, getattr(t, "event", None)) for t in made.order] == \
+            [(t.id, t.name, getattr(t, "event", None)) for t in whole.order]
+        assert made.stream_of == whole.stream_of and made.num_event_ids == whole.num_event_ids
+
+
 def test_candidates_share_kernel_times_and_task_weights():
     """The auto search's candidates share one table of kernel times (a task's time is the
     same on any stream) and the policies one list of weights; each makespan is the one
