@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from graphexec.engine import replay_code
 from graphexec.engine.executor import ExecContext
 from graphexec.engine.replay import Tape
 from graphexec.errors import KernelError
@@ -67,6 +68,11 @@ class Steps:
         # constant input's value, which a computing run has written into its device bytes by then
         self._plan = ctx
         self._unbound = list(range(n))
+        # the tape's generated replay (``engine/replay_code.py``), for the steps of one version:
+        # any step made plain since bumps it; and how often the loop replayed which tape and version
+        self._version = 0
+        self._program: tuple[Tape, int, replay_code.Program] | None = None
+        self._seen: tuple[Tape | None, int, int] = (None, 0, 0)
 
     def _direct(self, i: int, task: Task, ctx: ExecContext) -> bool:
         """Make step ``i`` a direct call of its kernel, where its runner and values allow."""
@@ -145,6 +151,7 @@ class Steps:
         """Step ``i`` as ``KernelCall.compute`` and ``store``: the plan's KernelCall (the context's
         ``calls`` are the plan's, which every run rebinds)."""
         call = self.ctx.call(self.kernels[i])
+        self._version += 1   # a program made before runs the step as it was
         self.starts[i], self.ends[i], self.outs[i] = call.compute, call.store, _NEVER
         self.runners[i], self.held[i], self.fused[i] = None, False, None
         self.chains.discard(i)
@@ -182,6 +189,8 @@ class Steps:
         for i in self._unbound:
             if not self._direct(i, self.kernels[i], self._plan) and not self._hold(i, self.ctx):
                 self.plain(i)
+        if self._unbound:
+            self._version += 1
         self._unbound = []
         if self.flips != NodeRunner.flips:   # a runner turned to its fallback since
             self.flips = NodeRunner.flips
@@ -191,13 +200,51 @@ class Steps:
                     self.plain(i)
 
     def replay(self, ctx: ExecContext, tape: Tape) -> None:
-        """Run the kernels' starts and ends in the order of the tape's steps."""
+        """Run the kernels' starts and ends in the order of the tape's steps: through the
+        tape's generated program where it has one (``engine/replay_code.py``), the loop
+        (``_walk``) from wherever the program hands back, or from the first step."""
         self.ctx = ctx
         self._refresh()
+        results: list[Any] = [None] * len(self.starts)
+        program, k = self._program_for(tape), 0
+        if program is not None:
+            views = ctx.views
+            for fn in program:
+                k, exc = fn(ctx, views, results)
+                if k >= 0:
+                    break
+            else:
+                return
+            s = tape.steps[k]
+            if exc is not None:   # the start at k raised
+                results[s] = self.failed(s, exc)
+            else:   # the end at k moved the views (a run-time allocation)
+                self._plain_after(tape, k)
+            k += 1
+        self._walk(ctx, tape, k, results)
+
+    def _program_for(self, tape: Tape) -> replay_code.Program | None:
+        """The tape's program for the steps as they stand, made once the loop has replayed
+        this tape ``AFTER_REPLAYS`` times with no step changed; else None."""
+        version, made = self._version, self._program
+        if made is not None and made[0] is tape and made[1] == version:
+            return made[2]
+        last, at, seen = self._seen
+        seen = seen + 1 if last is tape and at == version else 1
+        self._seen = (tape, version, seen)
+        if seen <= replay_code.AFTER_REPLAYS:
+            return None
+        ends = [e if e is not None else partial(self._store, i) for i, e in enumerate(self.ends)]
+        program = replay_code.generate(tape.steps, self.starts, ends, self.outs, _NEVER)
+        self._program = (tape, version, program)
+        return program
+
+    def _walk(self, ctx: ExecContext, tape: Tape, first: int, results: list[Any]) -> None:
+        """The tape's steps from position ``first`` on, in a loop: the plain reference of the
+        generated programs, and what runs where they hand back."""
         starts, ends, outs = self.starts, self.ends, self.outs
         views = ctx.views
-        results: list[Any] = [None] * len(starts)
-        for k, s in enumerate(tape.steps):
+        for k, s in enumerate(tape.steps[first:] if first else tape.steps, first):
             if s >= 0:
                 try:
                     results[s] = starts[s]()

@@ -10,10 +10,10 @@ so what depends only on those views' shapes and on constant inputs is worked out
 - a **view kernel** (Slice, Split, Expand, Transpose) returns a view of its input's memory,
   which does not move: the view itself is made once and handed back each run (the step's
   end copies it into the output, as it copies the kernel's result);
-- Concat, Gather with constant indices, ReduceMean, Pow, MatMul and Gemm (alpha = beta = 1)
-  become the numpy calls the kernel would make, its checks done here. MatMul and Gemm are
-  ``kernels/nn.py``'s: their binds call its helpers and follow its cases (``test_decode_steps``
-  holds each bind to its kernel, byte for byte).
+- Concat, Gather (its indices checked once where they are constant), ReduceMean, Pow,
+  MatMul and Gemm (alpha = beta = 1) become the numpy calls the kernel would make, its
+  checks done here. MatMul and Gemm are ``kernels/nn.py``'s: their binds call its helpers
+  and follow its cases (``test_decode_steps`` holds each bind to its kernel, byte for byte).
 
 A bind returns None wherever its case is not certain (an input computed at run time that the
 kernel reads as a number, a dtype the kernel widens, a result that would not be an array);
@@ -91,17 +91,33 @@ def bind_concat(ctx: OpContext, *xs: Any, out: np.ndarray | None = None) -> Boun
 
 
 def bind_gather(ctx: OpContext, x: Any, idx: Any) -> Bound:
-    """``np.take`` with constant indices checked and wrapped once."""
-    if type(x) is not np.ndarray or type(idx) is not np.ndarray or not _consts(ctx):
+    """``np.take`` with constant indices checked and wrapped once; indices computed at run
+    time (a decode step's token ids into the embedding) through ``_take``."""
+    if type(x) is not np.ndarray or type(idx) is not np.ndarray:
+        return None
+    runtime = not _consts(ctx)
+    if runtime and idx.dtype.type not in (np.int32, np.int64):
+        return None
+    if x.ndim - 1 + idx.ndim == 0:   # np.take's result is a numpy scalar: the kernel's asarray
         return None
     try:
         axis = tensor._axis("Gather", ctx.attr("axis", 0), x.ndim)
+        if runtime:   # its values are not read here: they are the run's
+            return partial(_take, x, idx, axis)
         ind = tensor._indices("Gather", idx, x.shape[axis])
     except Unsupported:
         return None
-    if type(np.take(x, ind, axis=axis)) is not np.ndarray:   # a numpy scalar: the kernel's asarray
-        return None
     return partial(np.take, x, ind, axis=axis)
+
+
+def _take(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    """``gather`` on indices read as they are now: ``np.take`` wraps an index in [-dim, 0)
+    as the kernel does, and refuses one out of range, which is the kernel's Unsupported
+    (its runner then turns to the fallback, as for the kernel's own refusal)."""
+    try:
+        return np.take(x, idx, axis=axis)
+    except IndexError:
+        raise Unsupported("Gather: index out of range") from None
 
 
 def bind_reduce_mean(ctx: OpContext, x: Any, axes_in: Any = None) -> Bound:

@@ -92,6 +92,13 @@ def bind_layer_norm(ctx: OpContext, x: Any, scale: Any, b: Any = None, out: np.n
     eps = x.dtype.type(ctx.attr("epsilon", 1e-5))
     count = np.intp(math.prod(x.shape[i] for i in red))
     into = out if fits(out, x.shape, x.dtype) and not np.may_share_memory(out, x) else None
+    if count == x.size and eps > 0:   # one row (a decode step's): its statistics as scalars
+        row = _one_row(x, scale, b, into)
+        if row is not None:
+            flat, y, w, bias = row
+            shaped = y.reshape(x.shape) if into is None else into
+            return partial(_layer_norm_row, flat, y, w, bias, float(count), eps.item(), np.empty(x.size, x.dtype),
+                           np.empty((), x.dtype), x.dtype.type, shaped, out=into)
     keep = tuple(1 if i in red else d for i, d in enumerate(x.shape))
     mean, var, sq = np.empty(keep, x.dtype), np.empty(keep, x.dtype), np.empty(x.shape, x.dtype)
     return partial(_layer_norm, x, scale, b, red, eps, count, mean, var, sq, out=into)
@@ -117,6 +124,50 @@ def _layer_norm(x: np.ndarray, scale: np.ndarray, b: np.ndarray | None, red: tup
 
 
 _layer_norm.writes_out = True   # type: ignore[attr-defined]
+
+
+def _one_row(x: np.ndarray, scale: np.ndarray, b: np.ndarray | None,
+             into: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(x, y, scale, b) as flat views of the one row (y: ``into``'s, else an array made here),
+    or None where one is not a view or scale and bias would broadcast (then not element for element)."""
+    for w in (scale, b):
+        if w is not None and (w.size != x.size or np.broadcast_shapes(w.shape, x.shape) != x.shape):
+            return None
+    flat, y, w = _flat(x), np.empty(x.size, x.dtype) if into is None else _flat(into), _flat(scale)
+    bias = None if b is None else _flat(b)
+    if flat is None or y is None or w is None or (b is not None and bias is None):
+        return None
+    return flat, y, w, bias
+
+
+def _flat(a: np.ndarray) -> np.ndarray | None:
+    """A one-dimensional view of ``a``'s elements in order; None where that would be a copy."""
+    return a.reshape(-1) if a.flags.c_contiguous else None
+
+
+def _layer_norm_row(x: np.ndarray, y: np.ndarray, scale: np.ndarray, b: np.ndarray | None, count: float,
+                    eps: float, sq: np.ndarray, inv: np.ndarray, f: Any, shaped: np.ndarray,
+                    out: np.ndarray | None) -> np.ndarray:
+    """``_layer_norm`` on one contiguous row, bit for bit: the same pairwise sums (``add.reduce``
+    of the row), the count division in float64 rounded to the dtype, and the float32 steps
+    (``+ eps``, sqrt, ``1 /``) in Python floats rounded after each, which gives the same
+    bits (a float64 result of +, /, sqrt rounded to float32 is the correctly rounded float32
+    one). Seven numpy calls, no broadcasting, instead of eleven on the keepdims shapes.
+    ``y`` is a flat view of ``out`` where given (``shaped`` is then ``out``)."""
+    mean = f(float(np.add.reduce(x)) / count)
+    inv[()] = mean
+    np.subtract(x, inv, y)
+    np.multiply(y, y, sq)
+    var = f(f(float(np.add.reduce(sq)) / count) + eps)
+    inv[()] = f(1.0 / f(math.sqrt(var)))
+    np.multiply(y, inv, y)
+    np.multiply(y, scale, y)
+    if b is not None:
+        np.add(y, b, y)
+    return shaped
+
+
+_layer_norm_row.writes_out = True   # type: ignore[attr-defined]
 
 
 def bind_sigmoid(ctx: OpContext, x: Any, out: np.ndarray | None = None) -> Bound:

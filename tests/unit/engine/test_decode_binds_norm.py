@@ -59,6 +59,25 @@ def test_layer_norm_bind(axis, bias, dtype, out):
     _both("LayerNormalization", ctx, *args, out=out)
 
 
+@pytest.mark.parametrize("shape,axis,norm", [((1, 1, 64), -1, (64,)), ((1, 1, 768), 2, (1, 768)),
+                                              ((1, 3, 130), 1, (3, 130)), ((5,), 0, (5,))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("out", [False, True])
+def test_layer_norm_bind_on_one_row_is_the_kernel_bit_for_bit(shape, axis, norm, dtype, out):
+    """A decode step's one row: the statistics as scalars (``_layer_norm_row``), the same bits,
+    over rows of pairwise sums of every length class, large offsets (cancellation) and a NaN."""
+    bind = lookup_def("LayerNormalization", "", 17).bind
+    for scale in (1e-3, 1.0, 1e4):
+        x = (RNG.standard_normal(shape) * scale + RNG.uniform(-50, 50)).astype(dtype)
+        args = [x, RNG.standard_normal(norm).astype(dtype), RNG.standard_normal(norm).astype(dtype)]
+        ctx = OpContext("LayerNormalization", {"axis": axis, "epsilon": 1e-6}, 17, 1, "n", (False, True, True))
+        assert bind(ctx, *args).func.__name__ == "_layer_norm_row"
+        _both("LayerNormalization", ctx, *args, out=out)
+        _both("LayerNormalization", ctx, *args[:2], out=out)
+    x.reshape(-1)[1 % x.size] = np.nan
+    _both("LayerNormalization", ctx, *args, out=out)
+
+
 def test_layer_norm_bind_refuses_mixed_dtypes_and_more_outputs():
     bind = lookup_def("LayerNormalization", "", 17).bind
     x, w = np.ones((2, 4), np.float32), np.ones(4, np.float32)

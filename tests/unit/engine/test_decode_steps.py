@@ -17,7 +17,7 @@ from graphexec import _switch
 from graphexec.kernels import binds
 from graphexec.kernels.fused import FusedRunner
 from graphexec.kernels.quiet import run_quietly
-from graphexec.kernels.registry import OpContext, lookup_def
+from graphexec.kernels.registry import OpContext, Unsupported, lookup_def
 
 ROOT = Path(__file__).resolve().parents[3]
 RNG = np.random.default_rng(3)
@@ -97,8 +97,22 @@ def test_gather_bind_with_constant_indices(idx):
     ctx = OpContext("Gather", {"axis": 2}, 13, 1, "n", (False, True))
     want, bound = _kernel("Gather", ctx, X, idx)
     _same(want, bound())
-    assert _kernel("Gather", OpContext("Gather", {"axis": 2}, 13, 1, "n", (False, False)), X, idx)[1] is None
     assert lookup_def("Gather", "", 13).bind(ctx, X, np.array([9])) is None   # out of range: the kernel's error
+
+
+@pytest.mark.parametrize("idx", [np.array([2, -1, 0]), np.array(1), np.array([[0, 7]], np.int32)])
+def test_gather_bind_with_indices_computed_at_run_time(idx):
+    ctx = OpContext("Gather", {"axis": 2}, 13, 1, "n", (False, False))
+    live = idx.copy()
+    want, bound = _kernel("Gather", ctx, X, live)
+    _same(want, bound())
+    live[...] = np.where(live == 0, 3, -2)   # new indices in the same bytes: read as they are now
+    _same(lookup_def("Gather", "", 13).fn(ctx, X, live), bound())
+    live.reshape(-1)[0] = 8   # out of range: the kernel's Unsupported (its runner's fallback), not numpy's error
+    with pytest.raises(Unsupported):
+        bound()
+    assert lookup_def("Gather", "", 13).bind(ctx, X, idx.astype(np.uint8)) is None
+    assert lookup_def("Gather", "", 13).bind(ctx, X[0, 0], np.array(1)) is None   # a scalar result
 
 
 @pytest.mark.parametrize("opset,attrs,axes", [(18, {"keepdims": 1}, np.array([-1])),
