@@ -30,6 +30,7 @@ from graphexec.passes.direct_writes import DirectWrites
 from graphexec.passes.graph_fusion import GraphFusion
 from graphexec.passes.host_fusion import HostFusion
 from graphexec.passes.l2_reuse import L2Reuse
+from graphexec.passes.layout import Layout
 from graphexec.passes.lowering import Lowering
 from graphexec.passes.makespan_bounds import MakespanBounds
 from graphexec.passes.measured import MeasuredDurations
@@ -56,7 +57,7 @@ def default_passes(options: CompileOptions) -> PassManager:
     """Every compile step, in order; the thread plan only for more than one host thread, the
     measured durations only when the options carry measurements."""
     measured = [MeasuredDurations()] if options.measured is not None else []
-    passes = [ShapeInference(), SizeCheck(), GraphFusion(), Lowering(), Precision(), L2Reuse(), *measured,
+    passes = [ShapeInference(), SizeCheck(), GraphFusion(), Layout(), Lowering(), Precision(), L2Reuse(), *measured,
               StreamAssignment(), MemoryPlanning(), HostFusion(), DirectWrites(), MakespanBounds()]
     return PassManager(passes + ([ThreadPlanning()] if options.threads > 1 else []))
 

@@ -21,6 +21,7 @@ from graphexec.kernels import (  # noqa: F401
     detection,
     elementwise,
     erf,
+    layout,
     ml_ops,
     ml_svm,
     ml_trees,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -143,6 +143,15 @@ class KernelModel(BaseModel):
     l2_bandwidth_gbps: Positive = Field(description="GB/s the cores read from L2 when the data is there.")
 
 
+class Layout(BaseModel):
+    """The activation format the chip's cube ops keep 4-D tensors in (``passes/layout.py``
+    puts a TransData wherever an op needs the plain NCHW one instead)."""
+
+    model_config = _FROZEN
+    format: Literal["nc1hwc0"] = Field(description="NC1HWC0 (5HD): C in C1 blocks of C0 channels, C0 innermost.")
+    c0: Count = Field(description="Channels per C0 block (16 for 16- and 32-bit types on DaVinci).")
+
+
 class DeviceProfile(BaseModel):
     """One emulated NPU: cores, peak throughput, memory and runtime limits."""
 
@@ -170,6 +179,8 @@ class DeviceProfile(BaseModel):
     kernels: KernelModel | None = Field(None, description="Achieved rates and L2; none: every kernel at peak "
                                                           "rate, all bytes from HBM (a plain roofline).")
     units: Units = Field(Units(), description="The compute units' own names by role; left out: Ascend's.")
+    layout: Layout | None = Field(None, description="The cube's activation format and its conversions; none: "
+                                                    "every op reads and writes the plain layout (a GPU).")
     sources: dict[str, str] = Field(
         description="Dotted numeric field -> where its number comes from."
     )

@@ -45,6 +45,7 @@ DEVICE: dict[str, Range] = {
     "kernels.*.op_efficiency.*": (1e-4, 1.0, "fraction of the peak rate"),
     "kernels.*.lone_efficiency": (1e-4, 1.0, "fraction of efficiency"),
     "kernels.*.group_c0": (1, 1024, "channels per cube fractal"),
+    "layout.c0": (1, 1024, "channels per C0 block of the NC1HWC0 format"),
     "kernels.l2_bytes": (1, 1 << 40, "bytes of on-chip L2"),
     "kernels.l2_bandwidth_gbps": RATE_GBPS,
 }

@@ -31,14 +31,14 @@ def test_a_key_error_in_a_pass_exits_1_and_names_the_pass(broken_pass, capsys):
     assert cli.main(["run", MODEL]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("graphexec: internal error: KeyError: 'stream 7'") and "\n" not in err
-    assert "in pass 'streams' after ['shapes', 'sizes', 'graph_fusion', 'lowering', 'precision', 'l2_reuse']" in err
+    assert "in pass 'streams' after ['shapes', 'sizes', 'graph_fusion', 'layout', 'lowering', 'precision', 'l2_reuse']" in err
 
 
 def test_the_api_raises_the_bug_as_it_is(broken_pass):
     with pytest.raises(KeyError) as info:
         gx.Session(MODEL).compile(None)
     assert not isinstance(info.value, GraphExecError)
-    assert info.value.__notes__ == ["in pass 'streams' after ['shapes', 'sizes', 'graph_fusion', 'lowering', 'precision', 'l2_reuse']"]
+    assert info.value.__notes__ == ["in pass 'streams' after ['shapes', 'sizes', 'graph_fusion', 'layout', 'lowering', 'precision', 'l2_reuse']"]
 
 
 def test_debug_shows_the_traceback(broken_pass, monkeypatch):
