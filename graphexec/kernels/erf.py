@@ -1,5 +1,6 @@
-"""The Erf kernel: float64 by series and erfc, float32 (and float16) by one polynomial
-under tanh, in cache-sized pieces on big tensors."""
+"""The Erf kernel: float64 by series and erfc, float32 by glibc's vector erff where
+``vmath`` is built, else (and float16) by one polynomial under tanh, in cache-sized pieces
+on big tensors."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.kernels import pieces, scratch
+from graphexec.kernels import pieces, scratch, vmath
 from graphexec.kernels.elementwise import _check, _kernel
 from graphexec.kernels.registry import OpContext
 
@@ -64,6 +65,11 @@ def erf(ctx: OpContext, x: np.ndarray, out: np.ndarray | None = None) -> np.ndar
     _check("Erf", "f", x)
     if x.dtype == np.float64:
         return _erf(x)
+    if x.dtype == _F32 and vmath.built():
+        y = out if out is not None and vmath.usable(x, out) else np.empty(x.shape, _F32)
+        if vmath.usable(x, y):
+            vmath.erf(x, y)
+            return y
     if x.dtype == _F32 and pieces.flat(erf32, x, out):
         return out   # type: ignore[return-value]   # flat ran, so out is an array
     y = erf32(x, out if out is not None and out.dtype == x.dtype else None)

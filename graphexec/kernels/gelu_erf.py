@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from graphexec import _switch
-from graphexec.kernels import scratch
+from graphexec.kernels import scratch, vmath
 
 BLOCK = 16384   # float64 elements per piece of a big tensor: five 128 KiB temporaries stay in L2
 WHOLE = 65536   # up to this many elements, one piece (splitting a small tensor only adds calls)
@@ -142,6 +142,14 @@ def _piece32(x: np.ndarray, out: np.ndarray, tmp: list[np.ndarray]) -> None:
     np.multiply(p, x, out=out)
 
 
+def _piece_vmath(x: np.ndarray, out: np.ndarray, tmp: list[np.ndarray]) -> None:
+    """``_piece32``'s result within float32 rounding, by the compiled Gelu (``vmath``)."""
+    if vmath.usable(x, out):
+        vmath.gelu(x, out)
+    else:
+        _piece32(x, out, tmp)
+
+
 def gelu_erf(x: np.ndarray, dtype: np.dtype, bias: np.ndarray | None = None) -> np.ndarray:
     """Gelu(x + bias) as ``gelu_erf_whole(x + bias).astype(dtype)``, for float16/float32
     ``x`` (``bias``: 1-D, one value per last-axis element, of x's dtype, added in that
@@ -157,7 +165,7 @@ def gelu_erf(x: np.ndarray, dtype: np.dtype, bias: np.ndarray | None = None) -> 
     rows = max(1, min(xf.shape[0], block // width))
     step = min(width, block)   # a row longer than a piece goes in pieces (no bias only)
     fast = _switch.FAST and x.dtype == _F32 and dtype == _F32
-    piece = _piece32 if fast else _piece
+    piece = (_piece_vmath if vmath.built() else _piece32) if fast else _piece
     tmp = list(scratch.buffer("gelu.erf32" if fast else "gelu.erf",
                               (5, max(min(n, block), rows * width if bias is not None else 0)),
                               _F32 if fast else np.float64))
