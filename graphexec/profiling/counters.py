@@ -212,22 +212,33 @@ def _from_samples(samples: list[Any], kernels: list[Any], profile: Any) -> list[
     return out
 
 
-def live_spans(tasks: Iterable[Any], sizes: dict[str, int], root: Callable[[str], str]) -> dict[str, list[Any]]:
-    """Activation tensor -> [first write's start, last read's end, the task that first wrote it]."""
-    span: dict[str, list[Any]] = {}
+def live_spans(tasks: Iterable[Any], sizes: dict[str, int],
+               root: Callable[[str], str]) -> dict[tuple[str, int], list[Any]]:
+    """(activation tensor, run) -> [first write's start, last read's end, the task that first
+    wrote it]. A plan run several times on one record (a pipeline card's micro-batches) has
+    each tensor once per run: a task's k-th time in the record is run k, and a read of run k
+    holds run k's tensor, or the newest one written before it (a loop body's read of a value
+    from outside the body or from the iteration before)."""
+    span: dict[tuple[str, int], list[Any]] = {}
+    seen: dict[int, int] = {}
+    newest: dict[str, int] = {}
     for t in tasks:
         task = t.meta.get("task")
         if task is None or t.kind != "kernel" or t.start_t is None:
             continue
+        k = seen.get(id(task), 0)
+        seen[id(task)] = k + 1
         for name in map(root, task.writes):
             if name in sizes:
-                s = span.setdefault(name, [t.start_t, t.end_t, t])
+                s = span.setdefault((name, k), [t.start_t, t.end_t, t])
+                newest[name] = k
                 if t.start_t < s[0]:
                     s[0], s[2] = t.start_t, t
                 s[1] = max(s[1], t.end_t)
         for name in map(root, task.reads):
-            if name in span:
-                span[name][1] = max(span[name][1], t.end_t)
+            key = (name, k) if (name, k) in span else (name, newest.get(name, -1))
+            if key in span:
+                span[key][1] = max(span[key][1], t.end_t)
     return span
 
 
@@ -235,4 +246,4 @@ def live_bytes(tasks: Iterable[Any], sizes: dict[str, int], root: Callable[[str]
     """Activation-pool bytes in use: a tensor holds its bytes from the start of its
     writer to the end of its last reader (the rule of the executed live peak)."""
     span = live_spans(tasks, sizes, root)
-    return steps([(s[0], sizes[n]) for n, s in span.items()] + [(s[1], -sizes[n]) for n, s in span.items()])
+    return steps([(s[0], sizes[n]) for (n, _), s in span.items()] + [(s[1], -sizes[n]) for (n, _), s in span.items()])

@@ -1,4 +1,5 @@
-"""Writing a profile folder: timeline.json, op_summary.csv, op_statistic.csv.
+"""Writing a profile folder: timeline.json, op_summary.csv, op_statistic.csv (a multi-card run's hold
+every card's rows, beside a one-card profile per card: ``export_cards.py``).
 
 The files are written into a temporary folder beside the target and only then moved in,
 each by an atomic rename, so a failure leaves no half-written profile behind.
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from graphexec._files import folder_mode
 from graphexec.errors import GraphExecError, OutputError
+from graphexec.profiling.export_cards import cards_of, write_cards
 from graphexec.profiling.record import RunRecord
 from graphexec.profiling.summary import STATISTIC_COLUMNS, SUMMARY_COLUMNS, op_rows, op_statistic, write_csv
 from graphexec.profiling.timeline import timeline
@@ -39,14 +41,23 @@ class Profiled(Protocol):
 FILES = ("timeline.json", "op_summary.csv", "op_statistic.csv")
 
 
-def _write_all(result: Profiled, folder: str) -> None:
+def _write_all(result: Profiled, folder: str) -> list[str]:
+    """Every file of the profile into ``folder``; returns their names (a multi-card run's
+    tables have every card's rows, and each card has a profile folder: ``export_cards.py``)."""
     record = result.run
     assert record is not None  # write_profile checked it
-    rows = op_rows(record)
+    doc = timeline(record, result.trace, view_extra(result))
+    records = cards_of(result)
+    if records:
+        names = write_cards(result, folder, records, doc)
+    else:
+        rows = op_rows(record)
+        write_csv(os.path.join(folder, "op_summary.csv"), SUMMARY_COLUMNS, rows)
+        write_csv(os.path.join(folder, "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
+        names = list(FILES[1:])
     with open(os.path.join(folder, "timeline.json"), "w", encoding="utf-8") as f:
-        json.dump(timeline(record, result.trace, view_extra(result)), f, default=str)
-    write_csv(os.path.join(folder, "op_summary.csv"), SUMMARY_COLUMNS, rows)
-    write_csv(os.path.join(folder, "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
+        json.dump(doc, f, default=str)
+    return ["timeline.json", *names]
 
 
 def view_extra(result: Profiled) -> dict[str, Any]:
@@ -73,15 +84,23 @@ def write_profile(result: Profiled, folder: str | os.PathLike[str]) -> list[Path
     except OSError as e:
         raise OutputError(f"{folder}: cannot write: {e.strerror or e}") from None
     try:
-        _write_all(result, tmp)
+        names = _write_all(result, tmp)
         os.chmod(tmp, folder_mode())  # mkdtemp makes 0700; the profile gets the usual mode
         if not target.exists():
             os.rename(tmp, target)
         else:
-            for name in FILES:
-                os.replace(os.path.join(tmp, name), target / name)
+            for name in names:
+                _replace(os.path.join(tmp, name), target / name)
     except OSError as e:
         raise OutputError(f"{folder}: cannot write: {e.strerror or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return [target / name for name in FILES]
+    return [target / name for name in names]
+
+
+def _replace(new: str, old: Path) -> None:
+    """``new`` in place of ``old``: a file by an atomic rename; a card's folder (which a
+    rename cannot put over a full one) after the old one is removed."""
+    if os.path.isdir(new) and old.is_dir():
+        shutil.rmtree(old)
+    os.replace(new, old)

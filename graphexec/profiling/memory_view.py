@@ -28,11 +28,13 @@ def memory_summary(record: Any) -> dict[str, Any] | None:
         return eager_summary(*eager) if eager and eager[0] else None
     sizes = record.activation_sizes()
     span = live_spans(record.tasks, sizes, plan.tasks.root)
-    series = steps([(s[0], sizes[n]) for n, s in span.items()] + [(s[1], -sizes[n]) for n, s in span.items()])
+    series = steps([(s[0], sizes[n]) for (n, _), s in span.items()]
+                   + [(s[1], -sizes[n]) for (n, _), s in span.items()])
     at, peak = max(series, key=lambda p: (p[1], -p[0]), default=(0.0, 0.0))
-    live = sorted(((n, sizes[n], s[2].name) for n, s in span.items() if s[0] <= at < s[1]), key=lambda x: -x[1])
+    live = sorted(((n, sizes[n], s[2].name) for (n, _), s in span.items() if s[0] <= at < s[1]),
+                  key=lambda x: -x[1])
     per_op: dict[str, list[Any]] = {}
-    for n, s in span.items():
+    for (n, _), s in span.items():
         task = s[2].meta.get("task")
         entry = per_op.setdefault(s[2].name, [s[2].name, getattr(task, "op", ""), 0, 0])
         entry[2] += sizes[n]

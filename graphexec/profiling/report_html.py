@@ -11,9 +11,12 @@ the page: no JavaScript library, no network, and text in the charts stays text.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
+from urllib.parse import quote
 
+from graphexec.profiling import report_cards as cards
 from graphexec.profiling import report_charts as charts
 from graphexec.profiling import report_sections as sections
 from graphexec.profiling import report_timeline as timeline
@@ -99,8 +102,8 @@ def _launches(d: dict[str, Any] | None) -> str:
     return text + _table(["stream", "mean queue", "max queue", "host blocked (us)", "filled"], rows, "queues")
 
 
-def _ops(rows: list[dict[str, Any]]) -> str:
-    cols = [c for c in OP_COLUMNS if rows and c in rows[0]]
+def _ops(rows: list[dict[str, Any]], multi: bool = False) -> str:
+    cols = [c for c in (("Device_id",) if multi else ()) + OP_COLUMNS if rows and c in rows[0]]
     return _table(cols, [[r.get(c, "") for c in cols] for r in rows], "sortable ops")
 
 
@@ -114,9 +117,22 @@ def _calibration(device: object) -> str:
     return f"<p>device profile {_e(str(device))}: {_e(text)}</p>"
 
 
-def render(view: View) -> str:
-    """The whole page for ``view``."""
+def perfetto(link: str | None) -> str:
+    """Where the whole trace is, and how to open it in Perfetto (a link beside the report,
+    nothing fetched: Perfetto's page reads a file it is given in the browser)."""
+    if not link:
+        return ""
+    name = link.replace("\\", "/").rsplit("/", 1)[-1]
+    return (f'<p id="perfetto">the whole trace: <a href="{_e(quote(link))}" download>{_e(name)}</a> (beside this '
+            "report). To open it in Perfetto, go to ui.perfetto.dev, choose Open trace file and pick it (or drop "
+            "it on that page); Perfetto reads it in the browser. chrome://tracing opens it too.</p>")
+
+
+def render(view: View, trace_link: str | None = None) -> str:
+    """The whole page for ``view``; ``trace_link``: the trace file's path from the report's folder."""
     other, stats = view.other, view.stats
+    ids = cards.devices(view)
+    multi = len(ids) > 1
     end = max((e["ts"] + e.get("dur", 0.0) for e in view.events if e.get("ph") == "X"), default=0.0)
     peak = other.get("peak", {})
     title = f"graphexec profile: {_subject(other, stats)}"
@@ -127,7 +143,7 @@ def render(view: View) -> str:
              "<h2>Key metrics</h2>", _metrics(stats, view),
              sections.cards(view, end) if sections.multi_card(stats)
              else charts.utilization(view.cores(), view.hbm(), peak, end),
-             "<h2>Timeline</h2>", timeline.section(view),
+             "<h2>Timeline</h2>", timeline.section(view), perfetto(trace_link),
              "<h2>Task-queue depth</h2>", charts.queue_depth(view.queue(), peak.get("queue_depth"), end),
              "<h2>Streams and devices</h2>", charts.gantt(view.events, "kernels by unit; ^ record, v wait"),
              f"<h2>Actions: settings ranked by measured gain{card0}</h2>", _actions(view.diagnosis),
@@ -135,14 +151,16 @@ def render(view: View) -> str:
              *_card_diagnoses(other.get("card_diagnoses") or [], crit),
              f"<h2>Idle time per stream{card0}</h2>", _idle(view.diagnosis),
              f"<h2>Launches and queues{card0}</h2>", _launches(view.diagnosis),
-             "<h2>Memory</h2>", sections.memory(view),
              "<h2>HCCL and links between cards</h2>", sections.hccl(view),
-             "<h2>Op types (op_statistic)</h2>", sections.op_statistic(view.rows),
-             f"<h2>Operators ({len(view.rows)})</h2>", sections.op_filter(len(view.rows)), _ops(view.rows),
+             *(["<h2>Each card</h2>", cards.selector(ids)] if multi else []),
+             "<h2>Memory</h2>", cards.memory(view, ids) if multi else sections.memory(view),
+             "<h2>Op types (op_statistic)</h2>",
+             cards.op_statistic(view, ids) if multi else sections.op_statistic(view.rows),
+             f"<h2>Operators ({len(view.rows)})</h2>", sections.op_filter(len(view.rows)), _ops(view.rows, multi),
              sections.steps(view.runs)]
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
             f"<style>{STYLE}</style></head><body>{''.join(parts)}"
-            f"<script>{SORT_JS}\n{sections.FILTER_JS}</script></body></html>")
+            f"<script>{SORT_JS}\n{sections.FILTER_JS}\n{cards.SELECT_JS}</script></body></html>")
 
 
 def _subject(other: dict[str, Any], stats: dict[str, Any]) -> str:
@@ -164,6 +182,8 @@ def write_report(source: str, out: str) -> str:
     from graphexec._files import write_atomic
     from graphexec.profiling.view_data import load
 
-    page = render(load(source))
+    view = load(source)
+    link = os.path.relpath(view.source, os.path.dirname(os.path.abspath(out)))
+    page = render(view, link)
     write_atomic([(out, lambda p: Path(p).write_text(page, encoding="utf-8"))])
     return out

@@ -11,7 +11,8 @@ memory, HCCL and links, steps, and cards.
   it reaches its stream's head and all end together, so a rank waits from its start to the
   last rank's, and the transfer runs from there to the end;
 - steps: each run of a multi-step profile with its own numbers; cards: each card of a
-  multi-card run (``stats.per_device``) beside the whole run's.
+  multi-card run (``stats.per_device``) beside the whole run's (the per-card views of
+  memory, op types and ops: ``report_cards.py``).
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ from graphexec.profiling.view_data import View
 
 FILTER_JS = """(function(){var box=document.getElementById('op-filter');if(!box)return;
 var rows=Array.from(document.querySelectorAll('table.ops tbody tr')),count=document.getElementById('op-count');
-box.addEventListener('input',function(){var q=box.value.toLowerCase(),n=0;rows.forEach(function(r){
-var on=!q||r.textContent.toLowerCase().indexOf(q)>=0;r.style.display=on?'':'none';if(on)n++;});
-count.textContent=n+' of '+rows.length+' ops shown';});})();"""
+var head=document.querySelector('table.ops thead tr'),col=-1;
+if(head)Array.from(head.cells).forEach(function(th,i){if(th.textContent==='Device_id')col=i;});
+function apply(){var q=box.value.toLowerCase(),sel=document.getElementById('card-select'),
+ card=sel?sel.value:'all',n=0;rows.forEach(function(r){var on=(!q||r.textContent.toLowerCase().indexOf(q)>=0)
+ &&(card==='all'||col<0||r.cells[col].textContent===card);r.style.display=on?'':'none';if(on)n++;});
+ count.textContent=n+' of '+rows.length+' ops shown';}
+box.addEventListener('input',apply);window.graphexecFilterOps=apply;})();"""
 
 
 def _f(v: Any) -> float:
@@ -39,7 +44,7 @@ def _f(v: Any) -> float:
         return 0.0
 
 
-def op_statistic(rows: list[dict[str, Any]]) -> str:
+def op_statistic(rows: list[dict[str, Any]], cls: str = "sortable op-statistic") -> str:
     """Per op type: count, total, mean, min and max time and share, most time first."""
     groups: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -48,7 +53,7 @@ def op_statistic(rows: list[dict[str, Any]]) -> str:
     table = [[op, len(d), f"{sum(d):.3f}", f"{sum(d) / len(d):.3f}", f"{min(d):.3f}", f"{max(d):.3f}",
               f"{100 * sum(d) / total:.2f}"] for op, d in sorted(groups.items(), key=lambda kv: -sum(kv[1]))]
     head = ["OP Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)", "Max Time(us)", "Ratio(%)"]
-    return _table(head, table, "sortable op-statistic") if table else "<p>no ops in this profile</p>"
+    return _table(head, table, cls) if table else "<p>no ops in this profile</p>"
 
 
 def op_filter(n: int) -> str:
@@ -59,7 +64,7 @@ def op_filter(n: int) -> str:
 def memory(view: View) -> str:
     m = view.other.get("memory")
     if isinstance(m, dict) and "peak_bytes" in m:
-        return _planned(view, m)
+        return planned(view, m)
     samples = [s for r in view.runs for s in (r.get("memory_samples") or [])] or view.other.get("memory_samples")
     if samples:
         peak = max(samples, key=lambda s: s[1])
@@ -70,13 +75,15 @@ def memory(view: View) -> str:
             "profile_memory=True)</p>")
 
 
-def _planned(view: View, m: dict[str, Any]) -> str:
+def planned(view: View, m: dict[str, Any], rid: str = "memory-peak") -> str:
+    """A run's memory: its plan's activation pool (or an eager card's allocator), with the
+    peak paragraph's id ``rid`` (a multi-card page has one per card)."""
     if m.get("eager"):   # a caching allocator's blocks, each with the op it was taken for
-        return _eager(m)
+        return _eager(m, rid)
     pool = view.counter("activation pool (bytes in use)", "bytes")
-    whose = "card 0's activation pool" if multi_card(view.stats) else "activation pool"
-    return (f'<p id="memory-peak">{whose}: {m["reserved_bytes"]:,} bytes reserved (the memory plan), peak '
-            f'in use {m["peak_bytes"]:,} bytes at {m["peak_us"]:,.3f} us with {m["live_count"]} tensors live</p>'
+    return (f'<p id="{rid}">activation pool: {int(m["reserved_bytes"]):,} bytes reserved (the memory plan), peak '
+            f'in use {int(m["peak_bytes"]):,} bytes at {float(m["peak_us"]):,.3f} us with {int(m["live_count"])} '
+            "tensors live</p>"
             + (charts.memory(pool, [(pool[0][0], m["reserved_bytes"])]) if pool else "") + _tables(m))
 
 
@@ -91,10 +98,10 @@ def _tables(m: dict[str, Any]) -> str:
             + _table(["op", "type", "bytes", "tensors"], ops, "sortable per-op-memory"))
 
 
-def _eager(m: dict[str, Any]) -> str:
+def _eager(m: dict[str, Any], rid: str) -> str:
     """An eager card's memory: the allocator over host time, then the same tables as a plan's."""
     s = m["samples"]
-    head = (f'<p id="memory-peak">caching allocator: peak held {m["peak_bytes"]:,} bytes at {m["peak_us"]:,.3f} us '
+    head = (f'<p id="{rid}">caching allocator: peak held {m["peak_bytes"]:,} bytes at {m["peak_us"]:,.3f} us '
             f'(host time) in {m["live_count"]} blocks, reserved then {m["reserved_bytes"]:,}</p>'
             + charts.memory([(t, a) for t, a, _ in s], [(t, r) for t, _, r in s]))
     return head + _tables(m)

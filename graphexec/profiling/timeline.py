@@ -49,11 +49,16 @@ def counter_events(record: RunRecord, pid: int = DEVICE_PID) -> list[dict[str, A
     matrix, vector = unit_keys(record.profile)
     events += _counter(CORES_COUNTER, pid, [(t, {matrix: c, vector: v}) for t, c, v in cores])
     events += series_of(HBM_COUNTER, "GB/s", hbm_series(record.tasks))
+    return events + pool_counter(record, pid)
+
+
+def pool_counter(record: RunRecord | Any, pid: int) -> list[dict[str, Any]]:
+    """The activation pool's bytes in use over time (a plan's; ACL and eager runs have none)."""
     plan = getattr(record, "plan", None)
-    if plan is not None:   # a plan's activation pool; ACL and eager runs have none
-        events += series_of(POOL_COUNTER, "bytes", live_bytes(record.tasks, record.activation_sizes(),
-                                                              plan.tasks.root))
-    return events
+    if plan is None:
+        return []
+    series = live_bytes(record.tasks, record.activation_sizes(), plan.tasks.root)
+    return _counter(POOL_COUNTER, pid, [(t, {"bytes": v}) for t, v in series])
 
 
 def device_pid(trace: dict[str, Any], device_id: int) -> int:

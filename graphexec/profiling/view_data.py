@@ -124,7 +124,8 @@ def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any
                         for row in csv.DictReader(f)]
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise GraphExecError(f"{path}: not an op summary: {e}") from None
-    return [{"Op Name": e["name"], "OP Type": e.get("args", {}).get("op", e["cat"]), "Stream ID": e["tid"],
+    return [{**({"Device_id": e["args"]["device"]} if "device" in e.get("args", {}) else {}),
+             "Op Name": e["name"], "OP Type": e.get("args", {}).get("op", e["cat"]), "Stream ID": e["tid"],
              "Task Start Time(us)": f"{e['ts']:.3f}", "Task Duration(us)": f"{e['dur']:.3f}",
              "Block Dim": e.get("args", {}).get("block_dim", "")}
             for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "memcpy")]

@@ -43,9 +43,20 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
 
 
-def _dom(page: Path, tmp: Path, text: str) -> str:
+CARD = """<script>
+var sel=document.getElementById('card-select');sel.value='CARD';sel.dispatchEvent(new Event('change'));
+document.body.setAttribute('data-card-ops',document.getElementById('op-count').textContent);
+document.body.setAttribute('data-card-shown',Array.from(document.querySelectorAll('.per-card')).filter(function(d){
+ return d.style.display!=='none';}).map(function(d){return d.getAttribute('data-card');}).join(','));
+</script></body>"""
+
+
+def _dom(page: Path, tmp: Path, text: str, card: int | None = None) -> str:
     copy = tmp / f"x-{page.stem}.html"
-    copy.write_text(page.read_text().replace("</body>", EXERCISE.replace("FILTER", json.dumps(text))))
+    script = EXERCISE.replace("FILTER", json.dumps(text))
+    if card is not None:   # then pick one card in the selector
+        script = script.replace("</body>", CARD.replace("CARD", str(card)))
+    copy.write_text(page.read_text().replace("</body>", script))
     p = chromium(copy, "--dump-dom", "--window-size=1280,2000")
     assert p.returncode == 0, p.stderr[-2000:]
     assert console(p.stderr) == [], console(p.stderr)
@@ -97,9 +108,19 @@ def test_several_cards_whole_run_and_each_card(tmp_path):
     p = cli("run", str(MODEL), "--devices", "2", "--parallel", "pipeline", "--microbatches", "2", "--shape",
             "data=2,192,28,28", "--profile", str(tmp_path / "p"))
     assert p.returncode == 0, p.stderr
-    stats = json.loads((tmp_path / "p" / "timeline.json").read_text())["otherData"]["stats"]
-    dom = _dom(_report(tmp_path, tmp_path / "p", "cards"), tmp_path, "stage")
+    other = json.loads((tmp_path / "p" / "timeline.json").read_text())["otherData"]
+    stats = other["stats"]
+    dom = _dom(_report(tmp_path, tmp_path / "p", "cards"), tmp_path, "", card=1)
     _interactive(dom)
+    rows = list(__import__("csv").DictReader(open(tmp_path / "p" / "op_summary.csv")))
+    mine = [r for r in rows if r["Device_id"] == "1"]
+    assert _attr(dom, "card-ops") == f"{len(mine)} of {len(rows)} ops shown"   # the selector picks card 1's ops
+    assert _attr(dom, "card-shown") == "1,1"   # its memory and op types, not the whole run's
+    (mem,) = [m for m in other["card_memory"] if m["device"] == 1]
+    assert f'id="memory-peak-card-1">activation pool: {mem["reserved_bytes"]:,} bytes reserved' in dom
+    stat = dom.split('class="sortable op-statistic-card"')[2].split("</table>")[0]
+    conv = sum(r["OP Type"] == "Conv" for r in mine)
+    assert f'<td>Conv</td><td class="n" data-v="{conv}">' in stat
     assert "graphexec profile: inception_block on 2 x ascend910 (pipeline parallel)</h1>" in dom
     assert f'id="metric-makespan_us">{stats["makespan_us"]:,.1f} us<' in dom   # the whole run's
     cards = dom.split('class="sortable cards"')[1].split("</table>")[0]
