@@ -184,12 +184,29 @@ class RunStats(Stats):
     makespan_us: Num   # the runs table shows it
 
 
+class Memory(_Open):
+    """A run's memory summary (``memory_view.py``): the numbers the memory section prints."""
+    reserved_bytes: Num
+    peak_us: Num
+    peak_bytes: Num
+    live_count: Num = 0
+    ops_allocating: Num = 0
+    live: list[list[Any]] = []
+    per_op: list[list[Any]] = []
+
+
+class CardMemory(Memory):
+    device: Id
+
+
 class Run(_Open):
     run: Annotated[int, Field(ge=0, le=2**30)]
     group: Annotated[int, Field(ge=0, le=2**30)] | None = None
     model: str = ""
     stats: RunStats | None = None
     diagnosis: Diagnosis | None = None
+    memory: Memory | None = None
+    device_id: Id | None = None
 
 
 class OtherData(_Open):
@@ -200,6 +217,8 @@ class OtherData(_Open):
     stats: Stats | None = None
     diagnosis: Diagnosis | None = None
     runs: list[Run] = []
+    memory: Memory | None = None
+    card_memory: list[CardMemory] = []
 
 
 PHASES: dict[str, type[BaseModel]] = {"X": Complete, "C": Counter, "M": Meta}

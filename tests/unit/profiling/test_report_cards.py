@@ -92,3 +92,12 @@ def test_the_trace_is_linked_for_perfetto_and_a_second_write_replaces_the_cards(
     (folder / "device_1" / "stale.txt").write_text("x")
     result.write_profile(folder)   # over the profile already there
     assert not (folder / "device_1" / "stale.txt").exists() and (folder / "device_1" / "timeline.json").is_file()
+
+
+def test_a_bad_card_memory_is_one_line(pipeline, tmp_path):
+    folder, _ = pipeline
+    doc = json.loads((folder / "timeline.json").read_text())
+    doc["otherData"]["card_memory"][1]["reserved_bytes"] = "lots"
+    (tmp_path / "timeline.json").write_text(json.dumps(doc))
+    with pytest.raises(gx.GraphExecError, match=r"otherData\.card_memory\[1\]\.reserved_bytes: Input should be a valid number"):
+        load(tmp_path / "timeline.json")
