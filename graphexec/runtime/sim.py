@@ -71,6 +71,7 @@ class Simulator:
         self._overhead = profile.task_overhead_us
         self._active: list[DeviceTask] = []      # kernels with blocks not yet placed
         self._dirty: set[Any] = set()            # streams whose head may start now
+        self._wake = self._dirty.add             # a stream's wake-up timer calls this one object (``sim_loop``)
         self._blocked: dict[Any, list[Any]] = {}   # record task -> streams whose head waits on it
         self.queued = 0                          # submitted and not finished
         self.finished: list[DeviceTask] = []
@@ -89,7 +90,7 @@ class Simulator:
         s.pending += 1
         self.queued += 1
         if s.active is None and len(s.queue) == 1:
-            heapq.heappush(self._timers, (at, next(self._seq), self._dirty.add, s))
+            heapq.heappush(self._timers, (at, next(self._seq), self._wake, s))
 
     def _at(self, t: float, fn: Callable[[Any], None], arg: Any) -> None:
         heapq.heappush(self._timers, (t, next(self._seq), fn, arg))
@@ -230,7 +231,7 @@ class Simulator:
         while s.active is None and queue:
             head = queue[0]
             if head.enqueue_t > now:
-                self._at(head.enqueue_t, self._dirty.add, s)
+                self._at(head.enqueue_t, self._wake, s)
                 return
             try:
                 if head.kind == "kernel" and head.driver is None:   # ``_start`` of a kernel, unrolled
