@@ -1,7 +1,8 @@
 """onnxruntime's quantized GEMMs (com.microsoft): QGemm, DynamicQuantizeMatMul,
 MatMulIntegerToFloat and the weight-only MatMulNBits.
 
-The integer products are the exact float64 GEMMs of ``quant_matmul``; scaling to float
+The integer products are the exact GEMMs of ``quant_matmul.int_matmul`` (float32 BLAS where
+that is exact, constant weights shifted once per node); scaling to float
 follows onnxruntime: ``float32(acc) * (a_scale * b_scale)`` (per column of B), then the bias.
 MatMulNBits dequantizes its packed weights to float32 once (cached when they are graph
 constants) and runs one float GEMM; ``accuracy_level`` only tunes onnxruntime's kernels.
@@ -13,7 +14,7 @@ import numpy as np
 
 from graphexec.kernels import quant_shapes as shapes
 from graphexec.kernels.quant import dynamic_uint8, ms_register
-from graphexec.kernels.quant_matmul import multiplier, requantize, shifted
+from graphexec.kernels.quant_matmul import given_inputs, int_matmul, multiplier, plus_bias, requantize
 from graphexec.kernels.registry import OpContext, Unsupported, update
 
 _F32 = np.dtype(np.float32)
@@ -33,11 +34,9 @@ def qgemm(ctx: OpContext, a: np.ndarray, a_s: np.ndarray, a_zp: np.ndarray, b: n
     """alpha·a_s·b_s·((A - a_zp)(B - b_zp) + C), C an int32 at that scale; quantized to Y
     when y_scale is given, float32 otherwise. B's scale and zero point may be per column."""
     trans_a, trans_b = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
-    af = shifted(a, a_zp)
-    bf = shifted(b, b_zp, (-1, 1) if trans_b else None)
-    acc = np.matmul(af.T if trans_a else af, bf.T if trans_b else bf)
+    acc = int_matmul(ctx, a.T if trans_a else a, a_zp, b.T if trans_b else b, b_zp, given_inputs((3, b), (5, b_zp)))
     if c is not None:
-        acc += c.astype(np.float64)
+        acc = plus_bias(acc, c)
     alpha = np.array(ctx.attr("alpha", 1.0), _F32)
     if y_s is None:
         return _to_float(acc, multiplier(alpha, a_s, b_s), None, _F32)
@@ -50,7 +49,7 @@ def matmul_integer_to_float(ctx: OpContext, a: np.ndarray, b: np.ndarray, a_s: n
                             a_zp: np.ndarray | None = None, b_zp: np.ndarray | None = None,
                             bias: np.ndarray | None = None) -> np.ndarray:
     """(A - a_zp)(B - b_zp)·a_s·b_s + bias, in the scales' float type."""
-    acc = np.matmul(shifted(a, a_zp), shifted(b, b_zp))
+    acc = int_matmul(ctx, a, a_zp, b, b_zp, given_inputs((1, b), (5, b_zp)))
     return _to_float(acc, multiplier(a_s, b_s), bias, a_s.dtype)
 
 
@@ -61,7 +60,7 @@ def dynamic_quantize_matmul(ctx: OpContext, a: np.ndarray, b: np.ndarray, b_s: n
     if a.dtype != _F32:
         raise Unsupported(f"A is {a.dtype}; expected float32")
     aq, a_s, a_zp = dynamic_uint8(a)
-    acc = np.matmul(shifted(aq, np.asarray(a_zp)), shifted(b, b_zp))
+    acc = int_matmul(ctx, aq, np.asarray(a_zp), b, b_zp, given_inputs((1, b), (3, b_zp)))
     return _to_float(acc, multiplier(np.asarray(a_s), b_s), bias, _F32)
 
 

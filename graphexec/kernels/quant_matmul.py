@@ -6,7 +6,9 @@ sum of K of them below 2**53 for any K < 2**37 (numpy's int32 matmul is exact to
 no BLAS and runs ~50x slower). float32 holds every integer up to 2**24, so when no partial
 sum can pass that (A's largest shifted value times the largest L1 norm of the weights
 feeding one output) the GEMM runs in float32, at half the bytes and twice the speed, and
-gives the same integers; otherwise in float64. Constant weights are shifted, converted and
+gives the same integers; otherwise K is cut into spans that each are exact in float32 (a
+float32 GEMM per span, the spans summed in float64), or, where the spans would be short,
+the GEMM runs in float64 (the plain path, ``GRAPHEXEC_PLAIN``). Constant weights are shifted, converted and
 measured once per node (``ctx.cache``). The int32 accumulator is then that float integer.
 Requantizing follows onnxruntime: ``rint(float32(acc) * (a_scale * b_scale / y_scale)) + zp``,
 saturated, with the multiplier rounded to float32 once per output channel.
@@ -15,11 +17,12 @@ saturated, with the multiplier rounded to float32 once per output channel.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from graphexec import _switch
 from graphexec.kernels import quant_shapes as shapes
 from graphexec.kernels.conv import _im2col, pad_for_windows, spatial_ints, window_geometry
 from graphexec.kernels.conv2d import Geometry, fast_conv
@@ -29,6 +32,7 @@ from graphexec.kernels.registry import OpContext, Unsupported, register
 _F32, _F64, _I16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int16)
 _INT8 = (np.dtype(np.int8), np.dtype(np.uint8))
 EXACT32 = 1 << 24   # float32 holds every integer of at most this magnitude
+MIN_CUT = 64        # spans of K shorter than this: float64 instead (a short GEMM each)
 
 
 def shifted(x: np.ndarray, zp: np.ndarray | None, shape: tuple[int, ...] | None = None,
@@ -64,6 +68,7 @@ class IntWeights:
     f32: np.ndarray
     l1: int
     _f64: np.ndarray | None = None
+    _cuts: dict[int, list[tuple[int, int]] | None] = field(default_factory=dict)
 
     @property
     def f64(self) -> np.ndarray:
@@ -74,6 +79,38 @@ class IntWeights:
     def exact32(self, x_reach: int) -> bool:
         """Whether every partial sum against inputs up to ``x_reach`` stays exact in float32."""
         return x_reach * self.l1 <= EXACT32
+
+    def cuts(self, x_reach: int) -> list[tuple[int, int]] | None:
+        """Spans of K, each as long as it can be while every partial sum over it against
+        inputs up to ``x_reach`` stays exact in float32 (its weights' L1 per output at most
+        EXACT32 / x_reach); None when a span would be shorter than ``MIN_CUT`` (float64 is
+        then faster). Worked out once per reach."""
+        if x_reach not in self._cuts:
+            self._cuts[x_reach] = _cuts(self.ints, EXACT32 // max(1, x_reach))
+        return self._cuts[x_reach]
+
+
+def _cuts(w: np.ndarray, limit: int) -> list[tuple[int, int]] | None:
+    """Greedy spans of w's K axis (-2, or 0 for a vector) whose |w| sums per output stay
+    within ``limit``, by binary search on the prefix sums; None where a span is short."""
+    k = w.shape[-2] if w.ndim > 1 else w.shape[0]
+    flat = (np.moveaxis(w, -2, 0) if w.ndim > 1 else w).reshape(k, -1)
+    cum = np.zeros((k + 1, flat.shape[1]), np.int64)
+    np.cumsum(np.abs(flat, dtype=np.int64), axis=0, out=cum[1:])
+    spans, s = [], 0
+    while s < k:
+        lo, hi = s, k   # cum[lo] - cum[s] fits; find the largest such end
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if int((cum[mid] - cum[s]).max(initial=0)) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo - s < min(MIN_CUT, k - s):
+            return None
+        spans.append((s, lo))
+        s = lo
+    return spans
 
 
 def int_weights(ctx: OpContext, inputs: tuple[int, ...], k_axes: tuple[int, ...],
@@ -94,7 +131,7 @@ def int_weights(ctx: OpContext, inputs: tuple[int, ...], k_axes: tuple[int, ...]
     return hit
 
 
-def _given(*pairs: tuple[int, np.ndarray | None]) -> tuple[int, ...]:
+def given_inputs(*pairs: tuple[int, np.ndarray | None]) -> tuple[int, ...]:
     """The input indices among ``pairs`` (index, value) whose value is given."""
     return tuple(i for i, v in pairs if v is not None)
 
@@ -111,9 +148,28 @@ def int_matmul(ctx: OpContext, a: np.ndarray, a_zp: np.ndarray | None, b: np.nda
     if a.dtype not in _INT8:
         raise Unsupported(f"integer GEMM on {a.dtype}")
     wb = int_weights(ctx, b_inputs, (-2,) if b.ndim > 1 else (0,), lambda: shifted(b, b_zp, dtype=_I16))
-    if wb.exact32(reach(a.dtype, a_zp)):
+    x_reach = reach(a.dtype, a_zp)
+    if wb.exact32(x_reach):
         return np.matmul(shifted(a, a_zp, a_shape, _F32), wb.f32)
-    return np.matmul(shifted(a, a_zp, a_shape), wb.f64)
+    spans = wb.cuts(x_reach) if _switch.FAST else None
+    if spans is None:
+        return np.matmul(shifted(a, a_zp, a_shape), wb.f64)
+    return _in_spans(shifted(a, a_zp, a_shape, _F32), wb.f32, spans)
+
+
+def _in_spans(af: np.ndarray, bf: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """af @ bf as float64 integers: a float32 GEMM per span of K, each exact (``cuts``), the
+    spans' integers summed in float64 (exact below 2**53): float32 BLAS at twice float64's
+    speed where the whole K would round in float32."""
+    acc: np.ndarray | None = None
+    for s, e in spans:
+        part = np.matmul(af[..., s:e], bf[s:e] if bf.ndim == 1 else bf[..., s:e, :])
+        if acc is None:
+            acc = part.astype(_F64)
+        else:
+            acc += part
+    assert acc is not None   # K >= 1: cuts gives one span at least
+    return acc
 
 
 def to_int32(acc: np.ndarray) -> np.ndarray:
@@ -148,7 +204,7 @@ def multiplier(*scales: np.ndarray, y_scale: np.ndarray | None = None) -> np.nda
 def matmul_integer(ctx: OpContext, a: np.ndarray, b: np.ndarray, a_zp: np.ndarray | None = None,
                    b_zp: np.ndarray | None = None) -> np.ndarray:
     """int32 (a - a_zp) @ (b - b_zp); a's zero point per row (M), b's per column (N)."""
-    return to_int32(int_matmul(ctx, a, a_zp, b, b_zp, _given((1, b), (3, b_zp)), _row_shape(a_zp, a)))
+    return to_int32(int_matmul(ctx, a, a_zp, b, b_zp, given_inputs((1, b), (3, b_zp)), _row_shape(a_zp, a)))
 
 
 @register("QLinearMatMul", since=10)
@@ -156,7 +212,7 @@ def qlinear_matmul(ctx: OpContext, a: np.ndarray, a_scale: np.ndarray, a_zp: np.
                    b_scale: np.ndarray, b_zp: np.ndarray, y_scale: np.ndarray, y_zp: np.ndarray) -> np.ndarray:
     """Integer matmul requantized to y's type; b's scale and zero point may be per column.
     Float8 operands (opset 21) are left to the reference."""
-    acc = int_matmul(ctx, a, a_zp, b, b_zp, _given((3, b), (5, b_zp)))
+    acc = int_matmul(ctx, a, a_zp, b, b_zp, given_inputs((3, b), (5, b_zp)))
     return requantize(acc, multiplier(a_scale, b_scale, y_scale=y_scale), y_zp, y_zp.dtype)
 
 
@@ -196,7 +252,7 @@ def int_conv(ctx: OpContext, x: np.ndarray, x_zp: np.ndarray | None, w: np.ndarr
 def conv_integer(ctx: OpContext, x: np.ndarray, w: np.ndarray, x_zp: np.ndarray | None = None,
                  w_zp: np.ndarray | None = None) -> np.ndarray:
     """int32 conv of (x - x_zp) and (w - w_zp): padding is x's zero point, as the spec says."""
-    return to_int32(int_conv(ctx, x, x_zp, w, w_zp, _given((1, w), (3, w_zp))))
+    return to_int32(int_conv(ctx, x, x_zp, w, w_zp, given_inputs((1, w), (3, w_zp))))
 
 
 @register("QLinearConv", since=10)
@@ -209,16 +265,16 @@ def qlinear_conv(ctx: OpContext, x: np.ndarray, x_scale: np.ndarray, x_zp: np.nd
     last = bool(ctx.attr("channels_last", 0))
     if last:
         x = np.moveaxis(x, -1, 1)
-    acc = int_conv(ctx, x, x_zp, w, w_zp, _given((3, w), (5, w_zp)))
+    acc = int_conv(ctx, x, x_zp, w, w_zp, given_inputs((3, w), (5, w_zp)))
     sp = (1,) * (acc.ndim - 2)
     if bias is not None:
-        acc = _plus_bias(acc, bias.reshape((1, -1) + sp))
+        acc = plus_bias(acc, bias.reshape((1, -1) + sp))
     mult = multiplier(x_scale, w_scale, y_scale=y_scale)
     y = requantize(acc, mult.reshape((1, -1) + sp) if mult.size > 1 else mult, y_zp, y_zp.dtype)
     return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if last else y
 
 
-def _plus_bias(acc: np.ndarray, bias: np.ndarray) -> np.ndarray:
+def plus_bias(acc: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """acc + bias, rounded once to acc's float type as the exact sum would be: in float32 when
     the bias is exact there too (one IEEE add of two exact values), else in float64."""
     if acc.dtype == _F32 and np.abs(bias.astype(np.int64)).max(initial=0) <= EXACT32:
