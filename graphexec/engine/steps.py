@@ -95,9 +95,12 @@ class Steps:
                     return False
             args.append(v)
         written = ctx.direct_out(task)
-        out = ctx.read(written) if runner.takes_out and written is not None else None
+        takes = runner.takes_out or getattr(runner.bind, "takes_out", False)   # a bind may take what its kernel won't
+        out = ctx.read(written) if takes and written is not None else None
         kw = {} if out is None else {"out": out}
         bound = None if runner.bind is None else runner.bind(runner.ctx, *args, **kw)
+        if bound is None and not runner.takes_out:
+            out, kw = None, {}
         self.starts[i] = bound or partial(runner.fn, runner.ctx, *args, **kw)
         self.outs[i] = _NEVER if out is None else out
         self.runners[i], self.args[i] = runner, tuple(args)

@@ -120,8 +120,9 @@ def _take(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
         raise Unsupported("Gather: index out of range") from None
 
 
-def bind_reduce_mean(ctx: OpContext, x: Any, axes_in: Any = None) -> Bound:
-    """A float ReduceMean over constant axes: the kernel's sum and division, with no checks."""
+def bind_reduce_mean(ctx: OpContext, x: Any, axes_in: Any = None, out: np.ndarray | None = None) -> Bound:
+    """A float ReduceMean over constant axes: the kernel's sum and division, with no checks;
+    a mean of all of ``x`` (a decode step's one row, an RMSNorm's) written into ``out``."""
     if type(x) is not np.ndarray or x.dtype.kind != "f" or x.dtype == np.float16 or not _consts(ctx):
         return None
     try:
@@ -130,9 +131,15 @@ def bind_reduce_mean(ctx: OpContext, x: Any, axes_in: Any = None) -> Bound:
         return None
     keep = bool(ctx.attr("keepdims", 1))
     count = x.size if axes is None else math.prod(x.shape[a] for a in axes)
-    if type(reduce.reduce_mean(x, axes, keep)) is not np.ndarray:   # a 0-d result: the kernel's asarray
+    want = reduce.reduce_mean(x, axes, keep)
+    if type(want) is not np.ndarray:   # a 0-d result: the kernel's asarray
         return None
+    if count == x.size and x.size and fits(out, want.shape, want.dtype) and x.flags.c_contiguous:
+        return partial(_mean_all, x.reshape(-1), float(count), x.dtype.type, out.reshape(-1), out=out)
     return partial(_mean, x, axes, keep, count)
+
+
+bind_reduce_mean.takes_out = True   # type: ignore[attr-defined]  # though the kernel takes none
 
 
 def _mean(x: np.ndarray, axes: Any, keep: bool, count: int) -> np.ndarray:
@@ -141,8 +148,19 @@ def _mean(x: np.ndarray, axes: Any, keep: bool, count: int) -> np.ndarray:
     return total / count
 
 
-def bind_pow(ctx: OpContext, a: Any, b: Any) -> Bound:
-    """A float base whose power keeps its dtype: ``np.power`` alone (no cast left to do)."""
+def _mean_all(x: np.ndarray, count: float, f: Any, flat: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``_mean`` of every element of ``x`` (flat): the same sum, and its division in float64
+    rounded to the dtype, the correctly rounded quotient as numpy's own division gives it."""
+    flat[0] = f(float(np.add.reduce(x)) / count)
+    return out
+
+
+_mean_all.writes_out = True   # type: ignore[attr-defined]
+
+
+def bind_pow(ctx: OpContext, a: Any, b: Any, out: np.ndarray | None = None) -> Bound:
+    """A float base whose power keeps its dtype: ``np.power`` alone (no cast left to do), into
+    ``out`` where the result fits it."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype.kind != "f" or b.dtype.kind not in "iuf":
         return None
     if not elementwise._accepts("Pow", "iuf", a) or not elementwise._accepts("Pow", "iuf", b):
@@ -150,7 +168,10 @@ def bind_pow(ctx: OpContext, a: Any, b: Any) -> Bound:
     res = np.power(a, b)
     if type(res) is not np.ndarray or res.dtype != a.dtype:   # a numpy scalar, or a wider dtype: the kernel casts
         return None
-    return partial(np.power, a, b)
+    return partial(np.power, a, b, out=out) if fits(out, res.shape, res.dtype) else partial(np.power, a, b)
+
+
+bind_pow.takes_out = True   # type: ignore[attr-defined]  # though the kernel takes none
 
 
 _SAME = (np.float32, np.float64, np.int32, np.int64, np.uint32, np.uint64)   # MatMul computes these as they are
@@ -164,7 +185,34 @@ def bind_matmul(ctx: OpContext, a: Any, b: Any, out: np.ndarray | None = None) -
     shape = nn._matmul_shape(a, b)
     if shape is None:   # a 1-d operand (a 0-d result), or numpy's own error
         return None
-    return partial(np.matmul, a, b, out=out if fits(out, shape, a.dtype) else None)
+    into = out if fits(out, shape, a.dtype) else None
+    if into is not None and b.ndim == 2 and math.prod(a.shape[:-2]) == 1:   # one matrix product, into out
+        dot = _dot_into(a.reshape(a.shape[-2:]), b, into)
+        if dot is not None:
+            return dot
+    return partial(np.matmul, a, b, out=into)
+
+
+def _dot_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, c: np.ndarray | None = None) -> Bound:
+    """``np.matmul(a, b, out=out)`` of two float matrices (``out`` of any shape with the
+    product's elements) as ``np.dot``, then ``out += c`` if given. numpy makes the same BLAS
+    call for both (gemm, or gemv for a row or a column: ``test_decode_steps`` holds them
+    equal byte for byte, transposed operands included); dot skips the gufunc's dispatch,
+    about 1 us of a 2 us product. None where dot would refuse ``out`` (not contiguous)."""
+    if a.dtype.type not in (np.float32, np.float64) or not out.flags.c_contiguous:
+        return None
+    flat = out.reshape(a.shape[0], b.shape[1])
+    return partial(_dot, a, b, flat, c, out=out)
+
+
+def _dot(a: np.ndarray, b: np.ndarray, flat: np.ndarray, c: np.ndarray | None, out: np.ndarray) -> np.ndarray:
+    np.dot(a, b, flat)
+    if c is not None:
+        flat += c
+    return out
+
+
+_dot.writes_out = True   # type: ignore[attr-defined]  # a chain's member may write into a scratch array
 
 
 def bind_gemm(ctx: OpContext, a: Any, b: Any, c: Any = None, out: np.ndarray | None = None) -> Bound:
@@ -183,6 +231,9 @@ def bind_gemm(ctx: OpContext, a: Any, b: Any, c: Any = None, out: np.ndarray | N
     if c is not None and (ctx.opset < 7 and c.shape != shape or not nn._fits_into(c.shape, shape)):
         return None
     into = out if fits(out, shape, a.dtype) else None
+    dot = None if into is None else _dot_into(wa, wb, into, c)
+    if dot is not None:
+        return dot
     return partial(np.matmul, wa, wb, out=into) if c is None else partial(_gemm, wa, wb, c, into)
 
 

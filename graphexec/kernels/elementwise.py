@@ -91,6 +91,21 @@ def _into(out: np.ndarray | None, dtype: np.dtype, *xs: np.ndarray) -> np.ndarra
     return out if out.shape == shape else None
 
 
+def _unbroadcast(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``x`` as a ufunc's operand into ``out`` (it broadcasts to), each element's the same: a 0-d
+    view of a one-element ``x``, a view in ``out``'s shape of one with its elements, else ``x``.
+    numpy runs operands of one shape, or 0-d, without its broadcasting iterator (0.45 us, not 1.3)."""
+    if x.shape == out.shape:
+        return x
+    if x.size == 1:
+        return x.reshape(())
+    if x.size == out.size:
+        v = x.reshape(out.shape)
+        if np.shares_memory(v, x):   # a view: the run's values, as they are then
+            return v
+    return x
+
+
 _BROADCAST: dict[tuple[tuple[int, ...], ...], tuple[int, ...] | None] = {}
 
 
@@ -329,7 +344,10 @@ def _arith(op: str, ufunc: np.ufunc, f: Callable[[np.ndarray, np.ndarray], np.nd
             return None
         if (a.shape != b.shape and _broadcast((a.shape, b.shape)) is None) or _by_channels(a, b):
             return None   # the ufunc's error, or the kernel's channels.call
-        return partial(ufunc, a, b, out=_into(out, d, a, b))
+        into = _into(out, d, a, b)
+        if into is not None and a.shape != b.shape:   # into ``out``: operands numpy need not broadcast
+            a, b = _unbroadcast(a, into), _unbroadcast(b, into)
+        return partial(ufunc, a, b, out=into)
 
     kernel.__name__ = kernel.__qualname__ = op.lower()
     register(op, since=since, out=True, bind=bind)(kernel)

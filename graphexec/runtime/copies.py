@@ -29,9 +29,11 @@ def host_copies(dev: Any, kind: str, pairs: Sequence[tuple[np.ndarray, np.ndarra
     sim = dev.sim   # the descriptor submits any held launches first (``runtime/held.py``)
     bw, over = dev._bandwidth(kind), dev.profile.task_overhead_us
     t = dev._host_t
+    due = sim.next_t()   # only ``advance_to`` changes it: a copy moves bytes, not the simulator's events
     for dst, src in pairs:
-        if sim.next_t() <= t:
+        if due <= t:
             sim.advance_to(t)
+            due = sim.next_t()
         elif t > sim.now:
             sim.now = t
         dst[...] = src

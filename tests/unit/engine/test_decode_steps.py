@@ -128,10 +128,32 @@ def test_reduce_mean_bind(opset, attrs, axes):
     assert _kernel("ReduceMean", ctx, X.astype(np.int32), *extra)[1] is None
 
 
+@pytest.mark.parametrize("shape,axes,keep", [((1, 1, 64), [-1], 1), ((1, 3, 130), [1, 2], 0), ((7,), None, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduce_mean_of_every_element_into_out(shape, axes, keep, dtype):
+    """A mean of the whole input (an RMSNorm's one row) written into ``out`` (``binds._mean_all``):
+    the kernel's bytes, over sums of every length class, a large offset and a NaN."""
+    extra = [] if axes is None else [np.array(axes)]
+    ctx = OpContext("ReduceMean", {"keepdims": keep}, 18, 1, "n", (False,) + (True,) * len(extra))
+    d = lookup_def("ReduceMean", "", 18)
+    for scale in (1e-3, 1.0, 1e5):
+        x = (RNG.standard_normal(shape) * scale + 7).astype(dtype)
+        want = d.fn(ctx, x, *extra)
+        dst = np.empty(want.shape, dtype)
+        bound = d.bind(ctx, x, *extra, out=dst)
+        assert bound.func.__name__ == "_mean_all" and bound() is dst
+        _same(want, dst)
+    x.reshape(-1)[-1] = np.nan
+    assert np.isnan(bound()).all()
+
+
 def test_pow_bind_only_where_the_power_keeps_the_base_dtype():
     ctx = OpContext("Pow", {}, 15, 1, "n", (False, True))
     want, bound = _kernel("Pow", ctx, X, np.array(2.0, np.float32))
     _same(want, bound())
+    dst = np.empty_like(X)
+    bound = lookup_def("Pow", "", 15).bind(ctx, X, np.array(2.0, np.float32), out=dst)
+    assert bound() is dst and dst.tobytes() == want.tobytes()
     assert _kernel("Pow", ctx, X, np.array(2.0))[1] is None   # float64 exponent: the kernel casts back
     assert _kernel("Pow", ctx, X.astype(np.int64), np.array(2))[1] is None
 
@@ -265,6 +287,33 @@ def test_matmul_bind(sa, sb, dtype, out):
     bind = lookup_def("MatMul", "", 13).bind
     assert bind(ctx, a.astype(np.float16), b.astype(np.float16)) is None   # the kernel widens float16
     assert bind(ctx, a.reshape(-1)[:b.shape[-2]], b) is None   # a 1-d operand
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_product_into_out_is_np_dot_with_matmuls_bytes(dtype):
+    """MatMul and Gemm binds of one matrix product into ``out`` call ``np.dot`` (``binds._dot``):
+    numpy makes the same BLAS call as for the kernels' ``np.matmul``, byte for byte, over rows
+    and matrices, transposed operands, a decode step's (1, 1, k) by (k, n)."""
+    matmul, gemm = lookup_def("MatMul", "", 13), lookup_def("Gemm", "", 13)
+    for m, k, n in [(1, 64, 64), (1, 64, 192), (1, 256, 64), (1, 7, 1), (3, 64, 100), (5, 257, 17)]:
+        for lead in ((), (1,), (1, 1)):
+            a = RNG.standard_normal((*lead, m, k)).astype(dtype)
+            b = RNG.standard_normal((k, n)).astype(dtype)
+            ctx = OpContext("MatMul", {}, 13, 1, "n", (False, True))
+            dst = np.empty((*lead, m, n), dtype)
+            bound = matmul.bind(ctx, a, b, out=dst)
+            assert bound.func.__name__ == "_dot"
+            assert bound() is dst and dst.tobytes() == matmul.fn(ctx, a, b).tobytes()
+        for ta in (0, 1):
+            for tb in (0, 1):
+                a = RNG.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+                b = RNG.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+                c = RNG.standard_normal(n).astype(dtype)
+                ctx = OpContext("Gemm", {"transA": ta, "transB": tb}, 13, 1, "n", (False, True, True))
+                dst = np.empty((m, n), dtype)
+                bound = gemm.bind(ctx, a, b, c, out=dst)
+                assert bound.func.__name__ == "_dot"
+                assert bound() is dst and dst.tobytes() == gemm.fn(ctx, a, b, c).tobytes()
 
 
 @pytest.mark.parametrize("ta,tb,c,out", [(0, 0, (5,), True), (1, 0, (3, 5), False), (0, 1, None, True),
