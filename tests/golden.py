@@ -1,18 +1,26 @@
-"""Golden recordings of everything a compile and a run produce, for every light model and
-node-test model: what is meant to be exact is digested exactly, the outputs are kept as arrays
-and compared with a tolerance (``golden_compare``).
+"""Golden recordings of what a compile and a run produce, for every light model and node-test
+model, and the outputs held to an outside oracle.
 
-Exact, on any machine and BLAS build: the task graph, the schedule, the memory plan, the stats
-and the trace (simulated numbers never depend on the host's arithmetic), each output's name,
-dtype and shape, and, within one process, that a replayed run's outputs are bit-identical to the
-first run's. Within a tolerance: the output values, which a BLAS build's blocking or a CPU's
-SIMD loops may move by a rounding (``golden_compare.close``).
+Exact, on any machine and BLAS build, and recorded here (``data/golden_plans.json``): the task
+graph, the schedule, the memory plan, the stats and the trace (simulated numbers never depend on
+the host's arithmetic), each output's name, dtype and shape, and, within one process, that a
+replayed run's outputs are bit-identical to the first run's. These are graphexec's own behaviour,
+so graphexec's own recording is their reference.
 
-``python tests/golden.py --record`` records ``golden_plans.json`` (digests) and
-``golden_outputs.npz`` (arrays); ``tests/e2e/test_golden.py`` recomputes and compares. The
-contract additions made since the first recording (``alias_of`` entries for non-root tensors,
-``record_id`` args and ``sync`` flow events in the trace; HTA's ``stream``, ``device`` and
-``correlation`` args, which repeat a slice's tid, pid and flow id) are left out of the digests.
+Within a tolerance (``golden_compare``), and not recorded: the output values, compared with an
+outside oracle (``golden_oracle``: onnx's expected outputs for a node test, onnxruntime's for a
+light model), since a recording of graphexec's own outputs would only say that they did not move.
+The two Bernoulli-with-a-seed tests, which no oracle draws as graphexec does, are the exception:
+their draws are recorded in ``data/golden_self.json``.
+
+Record: ``python tests/golden.py --record`` (every case, 10+ minutes) re-records the digests, the
+node tests' generated inputs (``data/golden_inputs.json``) and the seeded Bernoulli draws; run it,
+on top of the latest main, when a change legitimately moves a plan, schedule, stat or trace.
+``--record-named node/test_if_opt ...`` re-records the named models' cases only.
+``tests/e2e/test_golden.py`` recomputes and compares. The contract additions made since the first
+recording (``alias_of`` entries for non-root tensors, ``record_id`` args and ``sync`` flow events in
+the trace; HTA's ``stream``, ``device`` and ``correlation`` args, which repeat a slice's tid, pid and
+flow id) are left out of the digests.
 """
 
 from __future__ import annotations
@@ -22,11 +30,12 @@ import hashlib
 import json
 import sys
 import warnings
-from collections import defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 import golden_compare
+import golden_oracle
 import light_logits
 import numpy as np
 import onnx
@@ -34,17 +43,15 @@ import onnx
 import graphexec as gx
 
 DATA = Path(__file__).parent / "data" / "golden_plans.json"
-OUTPUTS = DATA.with_name("golden_outputs.npz")
-LOGITS = "<logits>"   # a light model's logits, kept beside its outputs (light_logits)
-# each node test's generated inputs when DATA was recorded: onnx makes some with ml_dtypes at
-# collection, and ml_dtypes 0.7 casts out-of-range int2/int4 values otherwise than 0.6 did
-# (0.6 wraps), so those cases' inputs, and so outputs, differ
-ORACLES = Path(__file__).parent / "data" / "golden_oracles.json"
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+# each node test's generated inputs when DATA was recorded: onnx makes them at collection, some with
+# ml_dtypes (0.7 casts out-of-range int2/int4 values otherwise than 0.6, which wraps), and a digest
+# recorded with other inputs than today's may not repeat (a shape computed from data)
+INPUTS = DATA.with_name("golden_inputs.json")
+LIGHT = golden_oracle.LIGHT
+LOGITS = golden_oracle.LOGITS
 LIGHT_STREAMS = (1, 4, "auto")
 NODE_STREAMS = (1, 2)
-# Bernoulli with no seed draws fresh numbers each run, as the ONNX spec allows
-UNSEEDED = {"test_bernoulli", "test_bernoulli_double", "test_bernoulli_double_expanded", "test_bernoulli_expanded"}
+UNSEEDED = golden_oracle.UNSEEDED
 
 
 def _digest(obj: Any) -> str:
@@ -125,18 +132,7 @@ def light_cases() -> Iterator[tuple[str, Any, Any]]:
 
 
 def light_feeds(session: Any) -> dict[str, np.ndarray]:
-    name = session.graph.inputs[0]
-    shape = [d if isinstance(d, int) else 1 for d in session.graph.values[name].type.shape]
-    n = int(np.prod(shape))
-    return {name: (np.arange(n, dtype=np.float32).reshape(shape) / n).astype(np.float32)}
-
-
-def _node_tests() -> list[Any]:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sorted((c for c in collect_testcases() if c.data_sets), key=lambda c: c.name)
+    return golden_oracle.light_feeds(session.graph)
 
 
 def _arrays(values: list[Any]) -> list[Any]:
@@ -145,25 +141,26 @@ def _arrays(values: list[Any]) -> list[Any]:
 
 def node_cases() -> Iterator[tuple[str, Any, Any, Any]]:
     """(case name, model, streams, feeds) for each node test's first data set that runs."""
-    for case in _node_tests():
+    for case in golden_oracle.node_tests():
         inputs = _arrays(case.data_sets[0][0])
         for s in NODE_STREAMS:
             yield f"node/{case.name}/streams={s}", case.model, s, inputs
 
 
-def oracle_digests() -> dict[str, str]:
+def input_digests() -> dict[str, str]:
     """Per node test, a digest of the inputs of its first data set as onnx generates them."""
     return {case.name: _digest([_digest(np.asarray(v)) if isinstance(v, np.ndarray) else repr(v)
                                 for v in _arrays(case.data_sets[0][0])])
-            for case in _node_tests()}
+            for case in golden_oracle.node_tests()}
 
 
 def ml_dtypes_dependent(test: str) -> bool:
     """The node tests whose data hang on how ml_dtypes casts out-of-range values to 2- and 4-bit
     integers, which the ONNX spec leaves undefined (0.6 wraps; 0.7 gives 0 or the nearest bound
-    otherwise): onnx generates their inputs with ml_dtypes, so a recording of their outputs holds
-    only under the ml_dtypes that made it, and their outputs are compared with onnx's reference
-    evaluator on today's inputs instead (``oracle_arrays``)."""
+    otherwise): onnx generates their inputs with ml_dtypes, so under another ml_dtypes than the
+    recording's their inputs differ. Their digests do not hang on the values (a cast's plan is its
+    shapes), so they are compared whatever ml_dtypes made the inputs; their outputs, like every
+    node test's, are compared with the expected outputs onnx generates beside today's inputs."""
     return test.startswith(("test_cast_", "test_castlike_")) and any(
         t in test for t in ("INT2", "INT4", "UINT2", "UINT4"))
 
@@ -188,18 +185,6 @@ def digest_case(model: Any, streams: Any, feeds: Any | None) -> tuple[dict[str, 
         return {"error": type(e).__name__}, {}
 
 
-def oracle_arrays(model: onnx.ModelProto, feeds: list[Any]) -> dict[str, np.ndarray]:
-    """The outputs onnx's reference evaluator gives, kept as the recordings keep theirs."""
-    from onnx.reference import ReferenceEvaluator
-
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        ref = ReferenceEvaluator(model)
-        values = ref.run(None, dict(zip(ref.input_names, feeds)))
-    _, arrays = golden_compare.flatten(dict(zip(ref.output_names, values)))
-    return {k: v for k, (_, v) in arrays.items()}
-
-
 QUICK_LIGHT = ("light/light_squeezenet/streams=4", "light/light_shufflenet/streams=auto")
 QUICK_SHARE = 12   # one node case in this many runs in the quick tier
 
@@ -220,55 +205,60 @@ def all_cases() -> Iterator[tuple[str, Any, Any, Any]]:
 
 def comparable(name: str, digests: dict[str, str]) -> dict[str, str]:
     """The digests that must repeat: an unseeded random op's replay differs from its first run."""
-    if name.split("/")[1] in UNSEEDED:
+    if golden_oracle.test_of(name) in UNSEEDED:
         return {k: v for k, v in digests.items() if k != "replay_same"}
     return digests
 
 
-def array_key(case: str, output: str) -> str:
-    """Where an output's values are kept: one entry for every stream setting of a model, since
-    a schedule never changes what is computed."""
-    return f"{case.rsplit('/', 1)[0]}::{output}"
+def model_key(case: str) -> str:
+    """The model of a case, whatever its stream setting: ``node/test_abs`` (a schedule never
+    changes what is computed, so a model's outputs are one recording)."""
+    return case.rsplit("/", 1)[0]
+
+
+def _keep_own(name: str, outs: Arrays, own: dict[str, dict[str, np.ndarray]]) -> None:
+    """Keep the outputs of a case no oracle gives (golden_oracle.NO_ORACLE) in ``own``."""
+    if golden_oracle.which(name) != golden_oracle.RECORDED:
+        return
+    values = {k: v for k, (_, v) in outs.items()}
+    before = own.setdefault(model_key(name), values)
+    if before.keys() != values.keys() or any(_digest(before[k]) != _digest(values[k]) for k in values):
+        raise AssertionError(f"{name}: outputs differ from another stream setting's")
+
+
+def _write_digests(digests: dict[str, Any]) -> None:
+    DATA.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")
 
 
 def record() -> None:
+    """Record every case: its digests, the node tests' inputs and the outputs no oracle gives."""
     DATA.parent.mkdir(exist_ok=True)
-    digests, arrays = {}, {}
+    digests: dict[str, Any] = {}
+    own: dict[str, dict[str, np.ndarray]] = {}
     for name, model, s, feeds in all_cases():
         d, outs = digest_case(model, s, feeds)
         digests[name] = comparable(name, d)
-        if name.split("/")[1] not in UNSEEDED:
-            cut = light_logits.logits_model(model) if name.startswith("light/") else None
-            if cut is not None:
-                outs[LOGITS] = ("float32", light_logits.logits(cut, light_feeds(gx.Session(cut))))
-            for k, (_, v) in outs.items():
-                if array_key(name, k) in arrays and _digest(arrays[array_key(name, k)]) != _digest(v):
-                    raise AssertionError(f"{name}: output {k} differs from another stream setting's")
-                arrays[array_key(name, k)] = v
-    DATA.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    record_oracles()
-    print(f"{len(digests)} cases recorded in {DATA}, {len(arrays)} output arrays in {OUTPUTS}")
+        _keep_own(name, outs, own)
+    _write_digests(digests)
+    record_inputs()
+    golden_oracle.record_self(own)
+    print(f"{len(digests)} cases recorded in {DATA}, the inputs in {INPUTS}, "
+          f"{len(own)} models' outputs without an oracle in {golden_oracle.SELF}")
 
 
 def record_named(tests: list[str]) -> None:
     """Re-record the cases of the named models (``node/test_if_opt``, ``light/light_resnet50``)
-    at every stream setting, keeping every other case's digests and arrays as they are."""
-    digests, arrays = json.loads(DATA.read_text()), {}
-    with np.load(OUTPUTS) as npz:
-        arrays = {k: npz[k] for k in npz.files if k.partition("::")[0] not in tests}
+    at every stream setting, keeping every other case's digests as they are."""
+    digests = json.loads(DATA.read_text())
+    own = {k: v for k, v in golden_oracle.recorded().items() if k not in tests}
     for name, model, s, feeds in all_cases():
-        if name.rsplit("/", 1)[0] not in tests:
-            continue
-        assert not name.startswith("light/"), "light models re-record with --record (their logits)"
-        d, outs = digest_case(model, s, feeds)
-        digests[name] = comparable(name, d)
-        for k, (_, v) in outs.items():
-            if name.split("/")[1] not in UNSEEDED:
-                arrays[array_key(name, k)] = v
-    DATA.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    print(f"re-recorded {', '.join(tests)} in {DATA} and {OUTPUTS}")
+        if model_key(name) in tests:
+            d, outs = digest_case(model, s, feeds)
+            digests[name] = comparable(name, d)
+            _keep_own(name, outs, own)
+    _write_digests(digests)
+    golden_oracle.record_self(own)
+    print(f"re-recorded {', '.join(tests)} in {DATA}")
 
 
 def ml_dtypes_version() -> str:
@@ -278,32 +268,26 @@ def ml_dtypes_version() -> str:
 
 
 @functools.cache
-def recording() -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]], dict[str, Any], dict[str, str]]:
-    """(digests, output arrays by case, the oracles file, today's input digests), read once."""
-    arrays: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
-    with np.load(OUTPUTS) as npz:
-        for key in npz.files:
-            model, _, output = key.partition("::")
-            arrays[model][output] = npz[key]
-    return json.loads(DATA.read_text()), arrays, json.loads(ORACLES.read_text()), oracle_digests()
+def recording() -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(digests, the inputs file, today's input digests), read once."""
+    return json.loads(DATA.read_text()), json.loads(INPUTS.read_text()), input_digests()
 
 
 def check(name: str, model: Any, streams: Any, feeds: Any) -> list[str]:
-    """What differs between one case now and its recording: exact digests exactly, outputs
-    within golden_compare's tolerances; an empty list when nothing does."""
-    digests_then, arrays_then, oracles, inputs_now = recording()
-    test = name.split("/")[1]
-    by_oracle = name.startswith("node/") and ml_dtypes_dependent(test)
-    if name.startswith("node/") and not by_oracle and inputs_now[test] != oracles["inputs"][test]:
+    """What differs between one case now and its recording (the digests, exactly) or its oracle
+    (the outputs, within golden_compare's tolerances); an empty list when nothing does."""
+    digests_then, inputs_then, inputs_now = recording()
+    test = golden_oracle.test_of(name)
+    if name.startswith("node/") and not ml_dtypes_dependent(test) and inputs_now[test] != inputs_then["inputs"][test]:
         return [f"{test}: onnx now generates other inputs for it than when it was recorded; "
                 "the recording cannot be compared (re-record it deliberately)"]
     digests, arrays = digest_case(model, streams, feeds)
     then = digests_then[name]
     problems = [f"{k}: {v} != recorded {then.get(k)}" for k, v in comparable(name, digests).items() if then.get(k) != v]
     problems += [f"{k}: missing" for k in then if k not in digests]
-    if problems or "error" in digests or test in UNSEEDED:
+    if problems or "error" in digests or golden_oracle.which(name) == golden_oracle.NO_VALUES:
         return problems
-    reference = oracle_arrays(model, feeds) if by_oracle else arrays_then[name.rsplit("/", 1)[0]]
+    reference = golden_oracle.expected(name, model)
     cut = light_logits.logits_model(model) if name.startswith("light/") else None
     if cut is not None:   # a softmax over logits float32 may not determine: judge the logits
         problems = _logits_problems(cut, arrays, reference)
@@ -327,17 +311,30 @@ def check_named(names: list[str]) -> dict[str, list[str]]:
     return {name: check(name, model, s, feeds) for name, model, s, feeds in all_cases() if name in wanted}
 
 
-def record_oracles() -> None:
-    data = {"ml_dtypes": ml_dtypes_version(), "inputs": oracle_digests()}
-    ORACLES.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
+def record_inputs() -> None:
+    data = {"ml_dtypes": ml_dtypes_version(), "inputs": input_digests()}
+    INPUTS.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
+
+
+def oracle_counts() -> dict[str, int]:
+    """How many recorded cases compare their outputs with which oracle (golden_oracle.which);
+    a case recorded as raising has no outputs to compare."""
+    return dict(Counter("raises: no outputs" if "error" in d else golden_oracle.which(name)
+                        for name, d in recording()[0].items()))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--record"]:
+    args = sys.argv[1:]
+    if args == ["--record"]:
         record()
-    elif sys.argv[1:] == ["--record-oracles"]:   # only the node tests' data, as generated now
-        record_oracles()
-    elif sys.argv[1:2] == ["--record-named"]:   # only these models' cases, e.g. node/test_if_opt
-        record_named(sys.argv[2:])
-    elif sys.argv[1:2] == ["--check"]:   # one JSON line: {case: [problems]} for the named cases
-        print(json.dumps(check_named(sys.argv[2:]), sort_keys=True))
+    elif args == ["--record-inputs"]:   # only the node tests' inputs, as generated now
+        record_inputs()
+    elif args[:1] == ["--record-named"]:   # only these models' cases, e.g. node/test_if_opt
+        record_named(args[1:])
+    elif args[:1] == ["--check"]:   # one JSON line: {case: [problems]} for the named cases
+        print(json.dumps(check_named(args[1:]), sort_keys=True))
+    elif args == ["--oracles"]:   # how many cases compare with which oracle
+        print(json.dumps(oracle_counts(), indent=1, sort_keys=True))
+    else:
+        sys.exit(f"usage: python tests/golden.py --record | --record-inputs | --record-named MODEL... | "
+                 f"--check CASE... | --oracles\n{__doc__}")

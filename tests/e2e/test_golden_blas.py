@@ -1,7 +1,8 @@
 """The golden verdicts do not hang on the BLAS build: a sample of the cases whose outputs go
 through GEMMs passes here and in a subprocess in which OpenBLAS runs another kernel (its
 ``OPENBLAS_CORETYPE``), where the output bits differ but the plans, schedules, stats and traces
-must not, and the outputs must stay within the stated tolerances."""
+must not, and the outputs must stay within the stated tolerances of their outside oracle's
+(``golden_oracle``: onnx's expected outputs, onnxruntime's for the light model)."""
 
 from __future__ import annotations
 
