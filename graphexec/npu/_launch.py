@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from graphexec.kernels.quiet import run_quietly
+from graphexec import _switch
+from graphexec.kernels.quiet import is_quiet, run_quietly
 from graphexec.kernels.registry import as_outputs
 from graphexec.npu._plan import OpPlan
 from graphexec.npu._state import FAULTS, STATE, Card
@@ -70,9 +71,10 @@ class Kernel:
     def __call__(self) -> Any:
         plan, ins = self.plan, self.ins
         direct = plan.direct
-        if direct is not None and not direct.runner.uses_fallback:
-            try:   # the runner's own call, without its dict of values (see OpPlan.direct)
-                res = direct.call(ins)
+        if direct is not None and not direct.runner.uses_fallback and _switch.FAST:
+            try:   # the runner's own call, without its dict of values (see OpPlan.direct), or its ufunc
+                f = direct.ufunc
+                res = f(ins) if f is not None and is_quiet() else direct.call(ins)
             except Exception:  # noqa: BLE001  (the runner's call below says what went wrong, or falls back)
                 pass
             else:

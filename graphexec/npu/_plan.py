@@ -52,6 +52,7 @@ class Direct:
 
     runner: NodeRunner                      # its ``uses_fallback`` turns this off, as it does the runner's kernel
     call: Callable[[Any], Any]
+    ufunc: Callable[[Any], Any] | None = None   # the one elementwise ufunc its bind calls (``_ufunc``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,13 +198,15 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
     task = tasks.tasks[0]
     _, dt, shape = typed[0]
     runner = runners[task.id]
-    direct = _direct(runner, names, dict(consts)) if len(typed) == 1 else None
+    direct = _direct(runner, names, dict(consts), [(a.dtype, a.shape) for a in args if isinstance(a, Tensor)]) \
+        if len(typed) == 1 else None
     return OpPlan(op, tuple(names), consts, tuple(typed), runner, task.unit, task.flops, task.bytes,
                   task.block_dim, task.dtype, False, info, math.prod(shape) * dt.itemsize, {"task": info}, dynamic,
                   dict(attrs), direct)
 
 
-def _direct(runner: Any, names: list[str], consts: dict[str, Any]) -> Direct | None:
+def _direct(runner: Any, names: list[str], consts: dict[str, Any],
+            inputs: list[tuple[np.dtype, tuple[int, ...]]]) -> Direct | None:
     """The kernel function of a one-output NodeRunner with the node's arguments in order,
     given the launch's inputs (one array when there is one tensor input, else a list)."""
     if type(runner) is not NodeRunner or runner.fn is None or runner.uses_fallback or len(runner.node.outputs) != 1:
@@ -231,7 +234,38 @@ def _direct(runner: Any, names: list[str], consts: dict[str, Any]) -> Direct | N
         call = lambda ins: fn(ctx, *ins)   # noqa: E731
     else:
         call = partial(_fill, fn, ctx, template, slots, len(names) == 1)
-    return Direct(runner, call)
+    return Direct(runner, call, _ufunc(runner, template, slots, inputs) if len(names) == 1 else None)
+
+
+def _ufunc(runner: NodeRunner, template: tuple[Any, ...], slots: list[tuple[int, int]],
+           inputs: list[tuple[np.dtype, tuple[int, ...]]]) -> Callable[[Any], Any] | None:
+    """The kernel of a one-tensor op as the elementwise ufunc its ``bind`` calls on an array of
+    the input's dtype and shape (the registry's contract: exactly what the kernel returns,
+    with numpy's warnings off), the input in its place: ``x + 0.5`` is ``np.add(x, c)``
+    without the kernel's checks, which the plan's signature has settled. None where the
+    bind is anything else: a function, a ufunc with a core signature (matmul), other
+    keywords than an empty ``out``, or no bind."""
+    if runner.bind is None or len(slots) != 1:
+        return None
+    (pos, _), (dtype, shape) = slots[0], inputs[0]
+    sample = np.zeros(shape, dtype)
+    args = list(template)
+    args[pos] = sample
+    try:
+        made = runner.bind(runner.ctx, *args)
+    except Exception:  # noqa: BLE001  (a bind that refuses by raising: no shortcut)
+        return None
+    if type(made) is not partial or not isinstance(made.func, np.ufunc) or made.func.signature is not None \
+            or made.keywords not in ({}, {"out": None}) or pos >= len(made.args) or made.args[pos] is not sample:
+        return None
+    f, before, after = made.func, made.args[:pos], made.args[pos + 1:]
+    if not before and len(after) == 1:   # x + 0.5
+        c = after[0]
+        return lambda ins: f(ins, c)
+    if len(before) == 1 and not after:   # 2 * x
+        c = before[0]
+        return lambda ins: f(c, ins)
+    return lambda ins: f(*before, ins, *after)
 
 
 def _fill(fn: Callable[..., Any], ctx: Any, template: tuple[Any, ...], slots: list[tuple[int, int]], single: bool,
