@@ -129,13 +129,14 @@ def apply(graph: Graph, matches: list[Match], build: Callable[[Match, Graph], No
 
 
 def run_rule(graph: Graph, matcher: Matcher, build: Callable[[Match, Graph], Node] = make_fused,
-             view: View | None = None) -> int:
+             view: View | None = None, heads: frozenset[str] | None = None) -> int:
     """Fuse every group ``matcher`` finds (scanning heads in graph order, groups apart);
-    ``view``: the graph's View as it stands, if one was made since its nodes last changed."""
+    ``view``: the graph's View as it stands, if one was made since its nodes last changed;
+    ``heads``: the only ops the matcher can start a group at (None: offer it every node)."""
     view = view or View(graph)
     taken: set[int] = set()
     matches: list[Match] = []
-    for node in graph.nodes:
+    for node in graph.nodes if heads is None else [n for n in graph.nodes if n.op in heads]:
         if id(node) in taken:
             continue
         m = matcher(view, node)

@@ -305,3 +305,19 @@ RULE_MATCHERS = (
     ("TbeEltwiseFusionPass", _eltwise(ELTWISE_MAX, "TbeEltwiseFusionPass"), make_fused),
     ("AutomaticUbFusion", _eltwise(AUTOMATIC_MAX, "AutomaticUbFusion"), make_fused),
 )
+
+# Each rule's head ops: the ops its matcher's first check (``View.kernel(node, *ops)``)
+# accepts, so a node of any other op is not offered to it (``run_rule``'s ``heads``).
+HEADS: dict[str, frozenset[str]] = {
+    "ConvBatchnormFusionPass": frozenset({"Conv"}),
+    "ConvScaleFusionPass": frozenset({"Conv"}),
+    "LayerNormONNXFusionPass": frozenset({"ReduceMean"}),
+    "GeluONNXFusionPass": frozenset({"Div", "Mul"}),
+    "MatMulBiasAddFusionPass": frozenset({"MatMul"}),
+    "TbeConvDoubleInFusionPass": frozenset({"Conv"}),
+    "ConvElemwiseUbFusion": frozenset({"Conv"}),
+    "ATbeMatmulElemwiseFusionPass": frozenset({"MatMul", "Gemm"}),
+    "TbeReduceElemwiseFusionPass": frozenset({"Mul", "Div", "Add"}),
+    "TbeEltwiseFusionPass": frozenset(ELEMENTWISE),
+    "AutomaticUbFusion": frozenset(ELEMENTWISE),
+}

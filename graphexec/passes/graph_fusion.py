@@ -21,20 +21,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from graphexec import _switch
 from graphexec.ir import Graph
 from graphexec.passes.base import CompileState, Pass, PassResult
 from graphexec.passes.fusion_groups import View, run_rule
-from graphexec.passes.fusion_patterns import RULE_MATCHERS
+from graphexec.passes.fusion_patterns import HEADS, RULE_MATCHERS
 
 
 def fuse_graph(graph: Graph, off: frozenset[str]) -> dict[str, int]:
     """Run every rule not in ``off``, in GE's order; how many groups each fused."""
     counts: dict[str, int] = {}
     view: View | None = None   # the graph's readers and producers: made again only after a rule fused
+    fast = _switch.fast()   # offer each rule only the nodes of its head ops (plain: every node)
     for rule, matcher, build in RULE_MATCHERS:
         if rule not in off:
             view = view or View(graph)
-            n = run_rule(graph, matcher, build, view)
+            n = run_rule(graph, matcher, build, view, HEADS[rule] if fast else None)
             if n:
                 counts[rule] = counts.get(rule, 0) + n
                 view = None

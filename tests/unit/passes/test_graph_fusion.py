@@ -130,6 +130,22 @@ def test_each_pattern_fuses_and_switches_off(rule, tmp_path):
     assert len(plain.compiled.tasks.tasks) == unfused and not _rules(plain)
 
 
+@pytest.mark.parametrize("rule", sorted(PATTERNS))
+def test_head_ops_offer_each_rule_every_group_it_finds(rule):
+    """A rule is offered only nodes of its head ops (``fusion_patterns.HEADS``); the plain
+    switch offers it every node: the same groups either way."""
+    from graphexec import _switch
+    from graphexec.passes.fusion_patterns import HEADS, RULE_MATCHERS
+
+    assert [r for r, _, _ in RULE_MATCHERS] == list(HEADS)
+    nodes, inputs, consts, _, _ = PATTERNS[rule]
+    model = _model(nodes, inputs, consts)
+    fast = gx.Session(model).compile(None).tasks.tasks
+    with _switch.plain():
+        plain = gx.Session(model).compile(None).tasks.tasks
+    assert [(t.op, t.name) for t in fast] == [(t.op, t.name) for t in plain]
+
+
 def test_gelu_then_matmul_epilogue_and_long_chains(tmp_path):
     """MatMul + bias + the exported GELU is one cube task; a chain of 8 elementwise ops is
     6 + 2 (TbeEltwiseFusionPass fuses at most 6), or 8 by AutomaticUbFusion (at most 28)
