@@ -122,6 +122,8 @@ def event_slots(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, i
     streams: list[int] = []
     producers: list[int] = []
     order_ids: list[int] = []
+    at: list[int] = []         # each event task's index in the launch order
+    is_wait: list[bool] = []
     base = next_id = len(tasks.tasks)
     wait, record = TaskKind.EVENT_WAIT, TaskKind.EVENT_RECORD
     for v in tasks.tasks:
@@ -131,20 +133,22 @@ def event_slots(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, i
         if before is not None:
             for u in before:
                 kinds.append(wait)
+                is_wait.append(True)
                 streams.append(s)
                 producers.append(u)
+                at.append(len(order_ids))
                 order_ids.append(next_id)
                 next_id += 1
         order_ids.append(vid)
         if vid in waited_on:
             kinds.append(record)
+            is_wait.append(False)
             streams.append(s)
             producers.append(vid)
+            at.append(len(order_ids))
             order_ids.append(next_id)
             next_id += 1
-    logic = [(k, logical[u]) for k, u in zip(kinds, producers)]
-    events = reuse_event_ids([(logic[i - base] if i >= base else None) for i in order_ids])
-    return Slots(order_ids, kinds, streams, producers, events)
+    return Slots(order_ids, kinds, streams, producers, event_ids(at, is_wait, [logical[u] for u in producers]))
 
 
 def _materialize(tasks: TaskGraph, stream_of: list[int], slots: Slots,
@@ -171,27 +175,36 @@ def reuse_event_ids(order: list[tuple[TaskKind, int] | None]) -> list[int]:
     ``order`` ((kind, logical event) or None for a kernel), in their order: an id is free
     again once the last wait on it has been launched (a wait binds to the record newest at
     its launch)."""
+    at = [i for i, t in enumerate(order) if t is not None]
+    return event_ids(at, [order[i][0] is TaskKind.EVENT_WAIT for i in at],   # type: ignore[index]
+                     [order[i][1] for i in at])   # type: ignore[index]
+
+
+def event_ids(at: list[int], is_wait: list[bool], logical: list[int]) -> list[int]:
+    """``reuse_event_ids`` of the event tasks alone: each one's index in the launch order
+    (increasing), whether it is a wait, and its logical event. An id is released into the
+    free heap only when a record looks for one: the ids released by then are the same."""
     last_wait: dict[int, int] = {}
-    for i, t in enumerate(order):
-        if t is not None and t[0] is TaskKind.EVENT_WAIT:
-            last_wait[t[1]] = i
+    for i, w, e in zip(at, is_wait, logical):
+        if w:
+            last_wait[e] = i
     free: list[int] = []              # a heap: the smallest free id is taken first
     busy: list[tuple[int, int]] = []  # a heap of (release index, id)
     logical_to_id: dict[int, int] = {}
     ids: list[int] = []
     n = 0
-    for i, t in enumerate(order):
-        while busy and busy[0][0] < i:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        if t is None:
+    push, pop = heapq.heappush, heapq.heappop
+    for i, w, e in zip(at, is_wait, logical):
+        if w:
+            ids.append(logical_to_id[e])
             continue
-        kind, event = t
-        if kind is TaskKind.EVENT_RECORD:
-            eid = heapq.heappop(free) if free else n
-            n += eid == n
-            logical_to_id[event] = eid
-            heapq.heappush(busy, (last_wait.get(event, i), eid))
-        ids.append(logical_to_id[event])
+        while busy and busy[0][0] < i:
+            push(free, pop(busy)[1])
+        eid = pop(free) if free else n
+        n += eid == n
+        logical_to_id[e] = eid
+        push(busy, (last_wait.get(e, i), eid))
+        ids.append(eid)
     return ids
 
 
