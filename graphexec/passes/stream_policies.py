@@ -13,13 +13,16 @@ event insertion (passes/events.py) then turns it into a Schedule. The policies:
 
 from __future__ import annotations
 
+import math
 import sys
+from collections import deque
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
 import networkx as nx
 
+from graphexec import _switch
 from graphexec.passes.makespan_bounds import fastest_all
 from graphexec.plan.tasks import TaskGraph
 from graphexec.runtime.profiles import DeviceProfile
@@ -133,17 +136,10 @@ def _topological(succ: dict[int, list[int]]) -> list[int]:
 
 def chain_cover(tasks: TaskGraph) -> list[list[int]]:
     """A minimum path cover of the transitive reduction (Nimble): matched edges chain tasks."""
-    # task n's "out" side is n, its "in" side ~n: int nodes hash the same in every process
-    # (string tuples do not), so the matching, and the streams, do not depend on the hash seed;
-    # the reduction's edges are distinct, so no DiGraph is needed to dedupe them
-    bip = nx.Graph()
     left = sorted(t.id for t in tasks.tasks)
-    bip.add_nodes_from(left, bipartite=0)
-    bip.add_nodes_from((~n for n in left), bipartite=1)
-    bip.add_edges_from(sorted((u, ~v) for u, v in reduced_edges(tasks)))
-    with _recursion_for(len(left)):   # networkx's augmenting-path search recurses once per task on a path
-        matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=left)
-    nxt = {u: ~v for u, v in matching.items() if u >= 0}
+    edges = reduced_edges(tasks)
+    with _recursion_for(len(left)):   # the augmenting-path search recurses once per task on a path
+        nxt = _matching(left, edges) if _switch.fast() else _nx_matching(left, edges)
     has_prev = set(nxt.values())
     chains = []
     for t in tasks.tasks:
@@ -155,6 +151,72 @@ def chain_cover(tasks: TaskGraph) -> list[list[int]]:
             chain.append(cur)
         chains.append(chain)
     return chains
+
+
+def _nx_matching(left: list[int], edges: list[tuple[int, int]]) -> dict[int, int]:
+    """The matching as networkx finds it (the plain reference of ``_matching``): each
+    task matched to the successor that follows it on its chain."""
+    # task n's "out" side is n, its "in" side ~n: int nodes hash the same in every process
+    # (string tuples do not), so the matching, and the streams, do not depend on the hash seed;
+    # the reduction's edges are distinct, so no DiGraph is needed to dedupe them
+    bip = nx.Graph()
+    bip.add_nodes_from(left, bipartite=0)
+    bip.add_nodes_from((~n for n in left), bipartite=1)
+    bip.add_edges_from(sorted((u, ~v) for u, v in edges))
+    matching = nx.bipartite.hopcroft_karp_matching(bip, top_nodes=left)
+    return {u: ~v for u, v in matching.items() if u >= 0}
+
+
+def _matching(left: list[int], edges: list[tuple[int, int]]) -> dict[int, int]:
+    """networkx's Hopcroft-Karp (``_nx_matching``) step for step on plain dicts and lists:
+    the same visiting order (its top set's iteration order; each task's successors as its
+    sorted edge list gives them, ~v ascending), so the same matching, without building the
+    bipartite graph or reading it through networkx's views (half of the chains policy)."""
+    inf = math.inf
+    adj: dict[int, list[int]] = {u: [] for u in left}
+    for u, v in sorted((u, ~v) for u, v in edges):
+        adj[u].append(~v)
+    order = list(set(left))   # networkx's top set, iterated as it iterates it
+    lm: dict[int, int | None] = dict.fromkeys(order)   # task -> the successor matched to it
+    rm: dict[int, int | None] = dict.fromkeys(left)    # successor -> the task matched to it
+    dist: dict[int | None, float] = {}
+
+    def bfs() -> bool:
+        queue: deque[int | None] = deque()
+        for v in order:
+            if lm[v] is None:
+                dist[v] = 0
+                queue.append(v)
+            else:
+                dist[v] = inf
+        dist[None] = inf
+        while queue:
+            v = queue.popleft()
+            if dist[v] < dist[None]:
+                for c in adj[v]:   # type: ignore[index]   # None never passes the test above
+                    r = rm[c]
+                    if dist[r] is inf:
+                        dist[r] = dist[v] + 1
+                        queue.append(r)
+        return dist[None] is not inf
+
+    def dfs(v: int | None) -> bool:
+        if v is None:
+            return True
+        for c in adj[v]:
+            r = rm[c]
+            if dist[r] == dist[v] + 1 and dfs(r):
+                rm[c] = v
+                lm[v] = c
+                return True
+        dist[v] = inf
+        return False
+
+    while bfs():
+        for v in order:
+            if lm[v] is None:
+                dfs(v)
+    return {u: c for u, c in lm.items() if c is not None}
 
 
 @contextmanager
