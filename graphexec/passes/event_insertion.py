@@ -124,7 +124,7 @@ def event_slots(tasks: TaskGraph, stream_of: list[int], waits: list[tuple[int, i
     order_ids: list[int] = []
     at: list[int] = []         # each event task's index in the launch order
     is_wait: list[bool] = []
-    base = next_id = len(tasks.tasks)
+    next_id = len(tasks.tasks)
     wait, record = TaskKind.EVENT_WAIT, TaskKind.EVENT_RECORD
     for v in tasks.tasks:
         vid = v.id
