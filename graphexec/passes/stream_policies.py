@@ -191,12 +191,12 @@ def _matching(left: list[int], edges: list[tuple[int, int]]) -> dict[int, int]:
                 dist[v] = inf
         dist[None] = inf
         while queue:
-            v = queue.popleft()
-            if dist[v] < dist[None]:
-                for c in adj[v]:   # type: ignore[index]   # None never passes the test above
+            w = queue.popleft()
+            if dist[w] < dist[None]:
+                for c in adj[w]:   # type: ignore[index]   # None never passes the test above
                     r = rm[c]
                     if dist[r] is inf:
-                        dist[r] = dist[v] + 1
+                        dist[r] = dist[w] + 1
                         queue.append(r)
         return dist[None] is not inf
 

@@ -192,24 +192,31 @@ def test_hand_written_schedule_and_options_are_honoured():
 
 
 def test_chain_cover_gives_networkx_a_frame_per_task(monkeypatch):
-    """networkx's Hopcroft-Karp recurses once per task on an augmenting path: the 12,500-node
-    layered graph of benchmarks/compile_scale.py on 4 streams went past Python's default limit
-    of 1,000 (RecursionError in the streams pass). chain_cover raises the limit by its task
-    count around the call, and puts it back."""
+    """Hopcroft-Karp (networkx's, and its port ``_matching``) recurses once per task on an
+    augmenting path: the 12,500-node layered graph of benchmarks/compile_scale.py on 4
+    streams went past Python's default limit of 1,000 (RecursionError in the streams pass).
+    chain_cover raises the limit by its task count around the call, and puts it back."""
     import sys
 
     import networkx as nx
 
+    from graphexec import _switch
+    from graphexec.passes import stream_policies as sp
+
     compiled = gx.Session(random_dag(np.random.default_rng(0), 30)).compile(None)
     seen = []
-    matching = nx.bipartite.hopcroft_karp_matching
 
-    def spy(*args, **kw):
-        seen.append(sys.getrecursionlimit())
-        return matching(*args, **kw)
+    def spy(matching):
+        def call(*args, **kw):
+            seen.append(sys.getrecursionlimit())
+            return matching(*args, **kw)
+        return call
 
     before = sys.getrecursionlimit()
     want = chain_cover(compiled.tasks)
-    monkeypatch.setattr(nx.bipartite, "hopcroft_karp_matching", spy)
+    monkeypatch.setattr(sp, "_matching", spy(sp._matching))
+    monkeypatch.setattr(nx.bipartite, "hopcroft_karp_matching", spy(nx.bipartite.hopcroft_karp_matching))
     assert chain_cover(compiled.tasks) == want
-    assert seen == [before + len(compiled.tasks.tasks)] and sys.getrecursionlimit() == before
+    with _switch.plain():
+        assert chain_cover(compiled.tasks) == want
+    assert seen == [before + len(compiled.tasks.tasks)] * 2 and sys.getrecursionlimit() == before
