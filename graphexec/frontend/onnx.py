@@ -20,6 +20,7 @@ from onnx.external_data_helper import uses_external_data
 from graphexec._limits import check_file_size, gc_paused
 from graphexec.errors import ModelLoadError
 from graphexec.frontend.attrs import decode_attrs
+from graphexec.frontend.const_rules import known_values_problem
 from graphexec.frontend.onnx_checks import (
     Fields,
     check_depth,
@@ -31,6 +32,7 @@ from graphexec.frontend.onnx_checks import (
     fields_problem,
     load_external_data,
     parse_failure,
+    subgraph_problem,
 )
 from graphexec.frontend.onnx_functions import inline_functions
 from graphexec.frontend.onnx_meta import check_meta_schedule, read_meta
@@ -233,6 +235,9 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
         problem = fields_problem(op, domain, inputs, outputs, attrs, graph.opsets)
         if problem:
             raise ModelLoadError(f"{source}: node {given or f'{op}_{i}'} ({op}) {problem}")
+        problem = subgraph_problem(n, graph.opsets) if attrs else None
+        if problem:
+            raise ModelLoadError(f"{source}: {problem}")
         try:
             graph.nodes.append(_node(i, f))
         except ModelLoadError as e:  # an attribute that cannot be decoded
@@ -240,6 +245,10 @@ def from_onnx(model: onnx.ModelProto, source: str = "<model>", base: Path | None
         for o in outputs:
             if o and o not in values:
                 values[o] = Value(o, _UNTYPED)
+    for node in graph.nodes:   # every constant is known now
+        problem = known_values_problem(node, values)
+        if problem:
+            raise ModelLoadError(f"{source}: node {node} {problem}")
     for vi in list(g.value_info) + list(g.output):
         v = graph.value(vi.name)
         if v.const is None and vi.type.WhichOneof("value"):

@@ -5,11 +5,9 @@ Each raises ModelLoadError with one line naming the file and the tensor, node or
 
 from __future__ import annotations
 
-import functools
 import math
 import stat
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -19,7 +17,7 @@ from onnx import external_data_helper as ext
 from graphexec._files import inside
 from graphexec._limits import over_budget
 from graphexec.errors import ModelLoadError
-from graphexec.frontend.attr_rules import attr_value_problem
+from graphexec.frontend.attr_rules import attr_problem, schema_facts
 
 # protobuf parses at most 100 nested messages, and each level of If/Loop/Scan costs three
 # (node, attribute, graph), so no file nests subgraphs more than ~32 deep; 24 leaves room
@@ -184,31 +182,6 @@ def check_text(model: onnx.ModelProto, where: str, fields: list[Fields] | None =
         rows = None
 
 
-@dataclass(frozen=True)
-class _Facts:
-    """What schema_problem needs of an op's schema, read once: pybind11 properties cost
-    microseconds each, and a model asks the same few ops thousands of times."""
-
-    since: int
-    inputs: tuple[int, int]
-    outputs: tuple[int, int]
-    required: tuple[tuple[int, str], ...]    # (index, formal name) of the inputs that must be given
-    attrs: dict[str, int]                    # attribute name -> its AttrType value
-
-
-@functools.cache
-def _schema(op: str, domain: str, version: int) -> _Facts | None:
-    try:
-        schema = onnx.defs.get_schema(op, version, domain)
-    except (onnx.defs.SchemaError, TypeError):  # TypeError: a version past int32
-        return None
-    single = onnx.defs.OpSchema.FormalParameterOption.Single
-    # AttrType is a pybind11 enum: it has .value at run time, which onnx's stub leaves out
-    return _Facts(schema.since_version, (schema.min_input, schema.max_input), (schema.min_output, schema.max_output),
-                  tuple((i, f.name) for i, f in enumerate(schema.inputs) if f.option == single),
-                  {k: a.type.value for k, a in schema.attributes.items()})  # type: ignore[attr-defined]
-
-
 def schema_problem(node: onnx.NodeProto, opsets: dict[str, int]) -> str | None:
     """What the op's schema forbids in ``node`` (input/output count, a required input left out,
     an attribute of the wrong type), or None; ops without a schema are the kernels' business."""
@@ -219,7 +192,7 @@ def fields_problem(op: str, domain: str, inputs: Sequence[str], outputs: Sequenc
                    attributes: Sequence[onnx.AttributeProto], opsets: dict[str, int]) -> str | None:
     """``schema_problem`` of a node's fields (``fields_of``)."""
     domain = "" if domain == "ai.onnx" else domain
-    facts = _schema(op, domain, opsets.get(domain, 1))
+    facts = schema_facts(op, domain, opsets.get(domain, 1))
     if facts is None:
         return None
     for what, names, (low, high) in (("inputs", inputs, facts.inputs), ("outputs", outputs, facts.outputs)):
@@ -229,18 +202,22 @@ def fields_problem(op: str, domain: str, inputs: Sequence[str], outputs: Sequenc
     for i, formal in facts.required:
         if i < len(inputs) and not inputs[i]:
             return f"leaves out input {i} ({formal!r}), which {op} requires"
-    for a in attributes:
-        want_type = facts.attrs.get(a.name, 0)
-        if want_type and a.type and a.type != want_type and not a.ref_attr_name:
-            return f"attribute {a.name!r} is {_type_name(a.type)}, the op takes {_type_name(want_type)}"
-    return attr_value_problem(op, domain, attributes, outputs)
+    return attr_problem(op, facts, attributes, outputs)
 
 
-def _type_name(t: int) -> str:
-    try:
-        return onnx.AttributeProto.AttributeType.Name(t)
-    except ValueError:
-        return f"type {t}"
+def subgraph_problem(node: onnx.NodeProto, opsets: dict[str, int]) -> str | None:
+    """``fields_problem`` of every node in ``node``'s subgraphs (If branches, Loop and Scan
+    bodies), at any depth, as 'in NODE's ATTRIBUTE: node NAME (OP) ...'; or None."""
+    stack = [(node.name or node.op_type, a) for a in node.attribute]
+    while stack:   # depth was checked first, so this walk stays small
+        outer, a = stack.pop()
+        for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+            for i, n in enumerate(g.node):
+                problem = fields_problem(n.op_type, n.domain, n.input, n.output, n.attribute, opsets)
+                if problem:
+                    return f"in {outer}'s {a.name}: node {n.name or f'{n.op_type}_{i}'} ({n.op_type}) {problem}"
+                stack.extend((n.name or n.op_type, inner) for inner in n.attribute)
+    return None
 
 
 def check_dims(vi: onnx.ValueInfoProto, what: str, where: str) -> None:

@@ -16,6 +16,7 @@ import onnx
 from onnx import helper
 
 from graphexec.errors import ModelLoadError
+from graphexec.frontend.const_rules import known_values_problem
 from graphexec.frontend.onnx import node_from_proto
 from graphexec.frontend.onnx_checks import schema_problem
 from graphexec.ir import Graph, Node
@@ -122,7 +123,7 @@ def finish_node(i: int, node: Node, graph: Graph) -> tuple[Node, list[Issue]]:
         return node, issues + [(("attributes",), f"node {node}: attributes cannot be encoded as ONNX: {e}")]
     except ModelLoadError as e:  # subgraphs nested too deep
         return node, issues + [(("attributes",), str(e))]
-    problem = schema_problem(full.proto, graph.opsets)
+    problem = schema_problem(full.proto, graph.opsets) or known_values_problem(full, graph.values)
     if problem and not issues:
         attr = re.match(r"attribute '([^']+)'", problem)   # an attribute's rule: point at that attribute
         issues.append((("attributes", attr.group(1)) if attr else ("inputs",), f"node {full} {problem}"))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from hardening import bad_inputs as B
+from hardening.round_three_schema import SCHEMA
 from hardening.round_two import Case, Make
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -143,7 +144,7 @@ ATTRIBUTES = [
          _image([h.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=0)]),
          PREFIX + "d2s (DepthToSpace) attribute 'blocksize' must be positive, got 0"),
     Case("attributes", "range_delta_zero", _range_delta_zero,
-         "node rng (Range): kernel Range failed on inputs (), (), (): input 'delta' is 0; Range needs a nonzero step"),
+         PREFIX + "rng (Range) input 'delta' is 0; Range needs a nonzero step"),
     Case("attributes", "sequence_input_needs_a_value",
          _typed(h.make_tensor_sequence_value_info("s", T.FLOAT, None), h.make_node("SequenceLength", ["s"], ["n"])),
          "input 's' is a sequence of type seq(tensor(float)); graphexec makes no default value for it: "
@@ -304,4 +305,4 @@ LEFTOVERS = [
     Case("leftovers", "big_endian_float64_input", _big_endian(">f8"), "input 'x' must be float32, got float64"),
 ]
 
-FRONTEND: list[Case] = [*FUNCTIONS, *ATTRIBUTES, *ROUND_TRIPS, *LEFTOVERS]
+FRONTEND: list[Case] = [*FUNCTIONS, *ATTRIBUTES, *SCHEMA, *ROUND_TRIPS, *LEFTOVERS]
