@@ -6,12 +6,13 @@ A failed run therefore leaves no partial file and keeps whatever the output held
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, NoReturn, Sequence, TypeVar
 
 from graphexec.errors import OutputError
 
@@ -193,3 +194,80 @@ def signals_unwind() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+T = TypeVar("T")
+ASIDE_MIN_NODES = 5_000   # onnx's inference takes ~7 us a node, its version converter grows faster: below
+                          # this a call holds the interpreter for tens of milliseconds at most
+
+
+def interruptible(call: Callable[[], T], big: bool) -> T:
+    """``call()``, stoppable by SIGINT and SIGTERM even while it runs in C (onnx's shape inference
+    and version converter hold the GIL for the whole call, so no Python signal handler runs, and a
+    worker thread would not help). A ``big`` call runs in a forked child; the parent waits on a
+    pipe, where a signal's handler runs at once: its exception (KeyboardInterrupt, Terminated)
+    kills the child and goes on up, with nothing written. The child sends back the result or the
+    exception, pickled, and leaves by ``os._exit`` (no exit hook of the parent's runs twice).
+    Small calls, other threads and systems without fork call directly."""
+    if not big or not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread():
+        return call()
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:   # no memory or processes left for a child: the call, uninterruptible, as before
+        os.close(r)
+        os.close(w)
+        return call()
+    if pid == 0:
+        _child(call, r, w)
+    os.close(w)
+    try:
+        data = _read_all(r)
+    finally:
+        os.close(r)
+        _reap(pid)
+    if not data:
+        raise RuntimeError("the process running a long onnx call ended without a result")
+    value = pickle.loads(data[1:])
+    if data[:1] == b"E":
+        raise value
+    return value
+
+
+def _child(call: Callable[[], object], r: int, w: int) -> NoReturn:
+    """In the forked child: the call's result (b'R') or exception (b'E'), pickled, down ``w``."""
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_DFL)
+        os.close(r)
+        try:
+            out = b"R" + pickle.dumps(call(), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # noqa: BLE001  (handed to the parent, which raises it)
+            try:
+                out = b"E" + pickle.dumps(e)
+            except Exception:  # noqa: BLE001  (an exception that does not pickle: its text)
+                out = b"E" + pickle.dumps(RuntimeError(f"{type(e).__name__}: {e}"))
+        view = memoryview(out)
+        while view:
+            view = view[os.write(w, view):]
+    finally:
+        os._exit(0)
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything until the writer closes; a signal's handler runs inside os.read (PEP 475)."""
+    parts = []
+    while chunk := os.read(fd, 1 << 20):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _reap(pid: int) -> None:
+    """The child ended, or is ended now (the parent stops waiting on a signal)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass

@@ -20,8 +20,9 @@ from typing import Callable, Iterable, Iterator
 import onnx
 from onnx import defs, version_converter
 
+from graphexec._files import ASIDE_MIN_NODES, interruptible
 from graphexec.errors import ModelLoadError
-from graphexec.ir.onnx_proto import all_nodes, subgraphs
+from graphexec.ir.onnx_proto import all_nodes, has_nodes, subgraphs
 
 MAX_INLINED_NODES = 250_000   # inlining costs ~200 us and ~3.5 KB a node (2^16 nodes: 13.9 s, 230 MB measured)
 MAX_FUNCTION_DEPTH = 64         # calls nested deeper than any exporter writes (torch: one per module level)
@@ -138,7 +139,8 @@ class _Inliner:
         data = m.SerializeToString()
         if data not in self.bodies:
             try:
-                converted = version_converter.convert_version(m, self.opsets[""])
+                converted = interruptible(lambda: version_converter.convert_version(m, self.opsets[""]),
+                                          big=has_nodes(g, ASIDE_MIN_NODES))
             except Exception as e:   # the converter raises bare RuntimeError/ValidationError on what it lacks
                 why = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 raise ModelLoadError(f"{self.where}: function {_label(key)} is written for opset {own['']} and "

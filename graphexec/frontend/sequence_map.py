@@ -16,7 +16,8 @@ import onnx
 from onnx import TensorProto
 from onnx import helper as h
 
-from graphexec.ir.onnx_proto import all_nodes, subgraphs
+from graphexec._files import ASIDE_MIN_NODES, interruptible
+from graphexec.ir.onnx_proto import all_nodes, has_nodes, subgraphs
 
 _SEQUENCE_OPS = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SplitToSequence",
                  "SequenceMap"}
@@ -46,7 +47,8 @@ def _declared_kinds(model: onnx.ModelProto) -> dict[str, str]:
 
     add(model.graph)
     try:
-        add(onnx.shape_inference.infer_shapes(model).graph)
+        add(interruptible(lambda: onnx.shape_inference.infer_shapes(model),
+                          big=has_nodes(model.graph, ASIDE_MIN_NODES)).graph)
     except Exception:  # noqa: BLE001 - inference is a help here; the producer ops decide otherwise
         pass
     return kinds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -146,6 +147,12 @@ def all_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
         yield n
         for g in subgraphs(n):
             yield from all_nodes(g.node)
+
+
+def has_nodes(graph: onnx.GraphProto, count: int) -> bool:
+    """Whether ``graph`` holds ``count`` nodes or more, its subgraphs' included; walks at most
+    ``count`` of them."""
+    return next(itertools.islice(all_nodes(graph.node), count - 1, None), None) is not None
 
 
 def subgraphs(n: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

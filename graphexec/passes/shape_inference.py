@@ -15,8 +15,9 @@ import logging
 import numpy as np
 import onnx
 
+from graphexec._files import ASIDE_MIN_NODES, interruptible
 from graphexec.ir import Graph, Node, TensorType
-from graphexec.ir.onnx_proto import tensor_type, to_onnx, value_info
+from graphexec.ir.onnx_proto import has_nodes, tensor_type, to_onnx, value_info
 from graphexec.kernels.custom import CustomKernel, lookup_custom
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.passes.base import CompileState, Pass, PassResult
@@ -122,7 +123,8 @@ def _onnx_infer(graph: Graph, customs: list[Node], model: onnx.ModelProto) -> bo
     model.graph.output.extend(value_info(n, graph.values[n].type if n in graph.values else None)
                               for n in graph.outputs)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        inferred = interruptible(lambda: onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True),
+                                 big=has_nodes(model.graph, ASIDE_MIN_NODES))
     except Exception as e:  # noqa: BLE001  (inference is best effort; kernels decide at run time)
         log.debug("shape inference failed on %s: %s", graph.source, e)
         return False
