@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from graphexec.acl._args import numpy_dtype
 from graphexec.acl._launch import Tensor, launch_callback, launch_kernel, tensor
 from graphexec.acl._memory import (
     free,
@@ -229,8 +230,6 @@ def get_current_context() -> Context | None:
 @api
 def create_stream(priority: int = 0) -> Stream:
     """aclrtCreateStream: ``priority`` 0 (most urgent, the default) to 7; others are clamped."""
-    if not isinstance(priority, (int, np.integer)) or isinstance(priority, bool):
-        raise invalid_param(f"stream priority must be an int, got {priority!r}")
     ctx = STATE.context()
     s = STATE.entry_of(ctx.device_id).device.create_stream(priority, ctx)
     ctx.streams.append(s)
@@ -345,10 +344,7 @@ def synchronize_device() -> None:
 @api
 def view(ptr: int, dtype: Any, shape: tuple[int, ...] | list[int]) -> Any:
     """A numpy view of device memory: how a callable kernel reads and writes tensors."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise invalid_param(f"view dtype {dtype!r} is not a numpy dtype") from None
+    dt = numpy_dtype(dtype, "view")
     if not isinstance(shape, (tuple, list)) or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool)
                                                         and d >= 0 for d in shape):
         raise invalid_param(f"view shape must be a list of ints >= 0, got {shape!r}")

@@ -17,7 +17,8 @@ from typing import Any, Callable, NamedTuple, Sequence, cast
 
 import numpy as np
 
-from graphexec.acl.state import STATE, api
+from graphexec.acl._args import numpy_dtype
+from graphexec.acl.state import STATE, api, checked
 from graphexec.kernels import registry
 from graphexec.kernels.cost import cube_dtype, node_cost, work
 from graphexec.runtime import codes
@@ -45,9 +46,10 @@ class Tensor(NamedTuple):
         return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
 
+@checked
 def tensor(ptr: int, dtype: Any, shape: tuple[int, ...] | list[int]) -> Tensor:
     """Describe ``shape`` elements of ``dtype`` at device pointer ``ptr``."""
-    return Tensor(int(ptr), np.dtype(dtype), tuple(int(d) for d in shape))
+    return Tensor(int(ptr), numpy_dtype(dtype, "tensor"), tuple(int(d) for d in shape))
 
 
 def _ranges(dev: Device, spec: Any, default: Sequence[Any]) -> tuple[()] | list[tuple[int, int, str]]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from graphexec.acl._args import checking
 from graphexec.errors import AclError
 from graphexec.runtime import codes
 from graphexec.runtime.codes import acl_error, invalid_handle, invalid_param
@@ -198,14 +199,22 @@ STATE = State()
 
 
 def api(fn: F) -> F:
-    """Serialize calls: the emulated runtime is shared by every host thread."""
+    """Check an ACL entry's arguments against its annotations (``_args.py``), then serialize
+    the call: the emulated runtime is shared by every host thread (HCCL's entries too, which
+    check their own arguments)."""
+    body = checked(fn) if fn.__module__.startswith("graphexec.acl") else fn
 
     @functools.wraps(fn)
     def locked(*args: Any, **kwargs: Any) -> Any:
         with STATE.lock:
-            return fn(*args, **kwargs)
+            return body(*args, **kwargs)
 
     return locked  # type: ignore[return-value]
+
+
+def checked(fn: F) -> F:
+    """``fn`` with its arguments checked against its annotations (``_args.py``), no lock."""
+    return functools.wraps(fn)(checking(fn))  # type: ignore[return-value]
 
 
 def live(handle: Any, cls: type[Any], kind: str) -> Any:

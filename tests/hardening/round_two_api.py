@@ -131,7 +131,7 @@ API: list[ApiCase] = [
     ApiCase("hangs", "launch_flops_negative", _launch(flops=-1.0), AclError, FINITE.format("flops", "-1.0")),
     ApiCase("hangs", "launch_bytes_nan", _launch(bytes=float("nan")), AclError, FINITE.format("bytes", "nan")),
     ApiCase("hangs", "launch_bytes_word", _launch(bytes="lots"), AclError,
-            "ACL_ERROR_INVALID_PARAM (100000): bytes must be a number, got 'lots'"),
+            "ACL_ERROR_INVALID_PARAM (100000): acl.launch_kernel: bytes must be a number or None, got 'lots'"),
     ApiCase("hangs", "cost_rule_nan", _cost_rule("CorpusNanFlops", float("nan")), GraphError,
             "cost rule of graphexec.custom::CorpusNanFlops returned flops must be finite and >= 0, got nan"),
     ApiCase("hangs", "cost_rule_inf", _cost_rule("CorpusInfFlops", float("inf")), GraphError,

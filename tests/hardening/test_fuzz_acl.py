@@ -74,8 +74,8 @@ def test_fuzz_acl_runtime(budget):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda acl: acl.create_stream("high"), "ACL_ERROR_INVALID_PARAM (100000): stream priority must be an int, "
-                                            "got 'high'"),
+    (lambda acl: acl.create_stream("high"), "ACL_ERROR_INVALID_PARAM (100000): acl.create_stream: priority must be "
+                                            "an int, got 'high'"),
     (lambda acl: acl.view(acl.malloc(64), "bogus", [4]), "ACL_ERROR_INVALID_PARAM (100000): view dtype 'bogus' is "
                                                          "not a numpy dtype"),
     (lambda acl: acl.view(acl.malloc(64), "float32", [-1]), "ACL_ERROR_INVALID_PARAM (100000): view shape must be a "
