@@ -127,6 +127,8 @@ class ExecContext(LaunchContext):
         if loc is not None:  # an alias presents its part of the root's bytes in its own shape
             if root == name:
                 v = self.device.view(loc.ptr, loc.dtype, loc.shape)
+            elif name in self.tasks.slots:   # a strided slice: its part of the root's dims
+                v = self.device.view(loc.ptr, loc.dtype, loc.shape)[_slot_index(self.tasks.slots[name])]
             else:
                 v = self.device.view(loc.ptr + off, *_layout(self.graph.values[name].type))
             self.views[name] = v
@@ -160,6 +162,9 @@ class ExecContext(LaunchContext):
             assert t.shape is not None  # a no-task Concat's slices are static (concat_slices)
             if value.shape != tuple(t.shape) or value.dtype != t.dtype:
                 raise KernelError(f"{name!r} came out {value.dtype}{list(value.shape)}, planned {t}")
+            if name in self.tasks.slots:
+                self._read(name)[...] = value
+                return
             self.device.view(self.where[root].ptr + off, t.dtype, value.shape)[...] = value
             return
         loc = self.where.get(name)
@@ -261,8 +266,27 @@ def _ranges(ctx: ExecContext, names: Sequence[str]) -> list[tuple[int, int, str]
         if loc is not None and t.dtype is not None and t.shape is not None \
                 and all(isinstance(d, (int, np.integer)) for d in t.shape):
             dims = cast("tuple[int, ...]", t.shape)  # all ints (checked just above)
+            slot = ctx.tasks.slots.get(name)
+            if slot is not None:   # one range per chunk of a strided slice
+                out += _chunks(loc, off, slot, name)
+                continue
             out.append((loc.ptr + off, int(np.prod(dims, dtype=np.int64)) * np.dtype(t.dtype).itemsize, name))
     return out
+
+
+def _slot_index(slot: tuple[int, int, int]) -> tuple[slice, ...]:
+    """The index of a strided slice (axis, first, end) in its root's array."""
+    axis, first, end = slot
+    return (slice(None),) * axis + (slice(first, end),)
+
+
+def _chunks(root: Location, off: int, slot: tuple[int, int, int], name: str) -> list[tuple[int, int, str]]:
+    """(ptr, nbytes, name) of each contiguous chunk of a strided slice of ``root``."""
+    axis, first, end = slot
+    inner = int(np.prod(root.shape[axis + 1:], dtype=np.int64)) * np.dtype(root.dtype).itemsize
+    outer = int(np.prod(root.shape[:axis], dtype=np.int64))
+    step = int(root.shape[axis]) * inner
+    return [(root.ptr + off + i * step, (end - first) * inner, name) for i in range(outer)]
 
 
 def _layout(t: TensorType) -> tuple[np.dtype, tuple[int, ...]]:

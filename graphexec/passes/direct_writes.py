@@ -31,7 +31,7 @@ def _extent(graph: Any, tasks: TaskGraph, name: str) -> tuple[str, int, float]:
     """(root, first byte, end byte) of ``name``; an unknown size reaches to the root's end."""
     root, off = tasks.locate(name)
     t = graph.values[name].type
-    size = float(t.nbytes) if t.is_static else float("inf")
+    size = float(t.nbytes) if t.is_static and name not in tasks.slots else float("inf")   # strided: to the end
     return root, off, off + size
 
 
@@ -73,7 +73,7 @@ def _safe(graph: Any, tasks: TaskGraph, schedule: Schedule, where: Mapping[str, 
           readers: dict[str, list[Interval]], task: Any, name: str,
           extents: dict[str, tuple[str, int, float]]) -> bool:
     root, lo, hi = extents.get(name) or _extent(graph, tasks, name)
-    if root not in where or not plannable(graph, name):
+    if root not in where or not plannable(graph, name) or name in tasks.slots:   # a kernel's out= is contiguous
         return False
     for r_lo, r_hi, reader in readers.get(root, ()):
         if r_lo >= hi or lo >= r_hi:

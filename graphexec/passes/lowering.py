@@ -24,7 +24,7 @@ from graphexec.kernels.cost import Cost, cube_dtype, node_cost
 from graphexec.kernels.dispatch import NodeRunner
 from graphexec.kernels.fused import FusedRunner, fused_cost, is_fused, member_cost, value_shapes
 from graphexec.passes.base import CompileState, Pass, PassResult
-from graphexec.passes.concat_slices import no_task_concats
+from graphexec.passes.concat_slices import no_task_concats, strided_concats
 from graphexec.passes.contracts import check_tasks
 from graphexec.passes.control_flow import runs_on_device
 from graphexec.passes.inplace_outputs import inplace_outputs
@@ -42,10 +42,14 @@ def _is_view(node: Node, graph: Graph) -> bool:
             and node.outputs[0] not in graph.inputs)
 
 
-def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
-    """The task graph of ``graph`` and one NodeRunner per kernel task (by task id)."""
+def lower(graph: Graph, c0: int | None = None) -> tuple[TaskGraph, dict[int, Runner]]:
+    """The task graph of ``graph`` and one NodeRunner per kernel task (by task id); ``c0``: the
+    NC1HWC0 block of a chip that keeps activations in it (its channel Concats at any batch may
+    launch nothing, ``strided_concats``)."""
     views = {n.outputs[0]: n.inputs[0] for n in graph.nodes if _is_view(n, graph)}
     slices = no_task_concats(graph, set(views))
+    strided = strided_concats(graph, set(views), slices, c0) if c0 else {}
+    slices.update({x: (y, off) for x, (y, off, _) in strided.items()})
     merged = {x for x, _ in slices.values()}
     alias, offset = dict(views), {}
     for x, (y, off) in slices.items():
@@ -77,7 +81,8 @@ def lower(graph: Graph) -> tuple[TaskGraph, dict[int, Runner]]:
     # the in-place pass looks up roots: keep each lookup one step
     tg = TaskGraph(tasks, deps, *flatten_aliases(alias, offset))
     inplace = inplace_outputs(graph, tg)
-    return TaskGraph(tasks, deps, *flatten_aliases({**tg.alias, **inplace}, tg.offset), inplace), runners
+    return TaskGraph(tasks, deps, *flatten_aliases({**tg.alias, **inplace}, tg.offset), inplace,
+                     {x: slot for x, (_, _, slot) in strided.items()}), runners
 
 
 def _kernel_task(tid: int, node: Node, graph: Graph, runner: NodeRunner, reads: list[str],
@@ -178,7 +183,8 @@ class Lowering(Pass):
     name = "lowering"
 
     def call(self, state: CompileState) -> PassResult:
-        tasks, runners = lower(state.graph)
+        layout = state.profile.layout
+        tasks, runners = lower(state.graph, layout.c0 if layout is not None and layout.strided_concat else None)
         return PassResult(replace(state, tasks=tasks, runners=MappingProxyType(runners)), True)
 
     def ensures(self, state: CompileState) -> None:

@@ -109,7 +109,10 @@ class TaskGraph:
     ``alias`` maps a value that owns no bytes (a view, a no-task Concat input, an in-place
     output, listed again in ``inplace``) straight to the value it lives in (chains are
     flattened, see :func:`flatten_aliases`), ``offset`` gives its byte offset there (0
-    when absent); ``deps`` maps a task id to the ids of the tasks it must follow.
+    when absent); ``deps`` maps a task id to the ids of the tasks it must follow. ``slots``
+    maps a value that is a strided slice of its root (a no-task Concat's input at batch > 1,
+    on an NC1HWC0 chip) to (axis, first, end) of the root's dims it covers: its bytes are one
+    chunk per index before the axis, its offset the first chunk's.
     """
 
     tasks: list[Task]
@@ -117,6 +120,7 @@ class TaskGraph:
     alias: dict[str, str] = field(default_factory=dict)
     offset: dict[str, int] = field(default_factory=dict)
     inplace: dict[str, str] = field(default_factory=dict)   # output -> the input whose bytes it reuses
+    slots: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @cached_property
     def flat(self) -> bool:

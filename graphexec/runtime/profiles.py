@@ -150,6 +150,9 @@ class Layout(BaseModel):
     model_config = _FROZEN
     format: Literal["nc1hwc0"] = Field(description="NC1HWC0 (5HD): C in C1 blocks of C0 channels, C0 innermost.")
     c0: Count = Field(description="Channels per C0 block (16 for 16- and 32-bit types on DaVinci).")
+    strided_concat: bool = Field(False, description="Convolutions write a channel Concat's C0-aligned slices "
+                                                    "in place at any batch (CANN's ConvConcatFusionPass, "
+                                                    "StridedWrite); off: only where the slices are contiguous.")
 
 
 class DeviceProfile(BaseModel):

@@ -101,3 +101,29 @@ def test_the_conversion_moves_the_tensor_once_each_way_with_the_5hd_side_padded(
     task = next(t for t in plan.tasks.tasks if t.op == "TransData")
     assert padded_bytes((2, 40, 6, 6), nd, 16) == nd * 48 / 40
     assert task.unit == "vector" and task.bytes == nd + nd * 48 / 40
+
+
+def _concat_run(c1, c2, device, streams=1):
+    model, x = _concat(c1, c2), RNG.standard_normal((2, 8, 5, 5)).astype(np.float32)
+    session = gx.Session(model, device=device, streams=streams, check_hazards=True)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for _ in range(2):   # the second run replays
+        result = session.run({"x": x})
+        np.testing.assert_allclose(result.outputs["y"], want, rtol=1e-4, atol=1e-4)
+        assert result.stats.extra.get("hazards", []) == []
+    return session.compiled.plan
+
+
+def test_convolutions_write_a_c0_aligned_channel_concat_in_place_at_any_batch_on_5hd():
+    """ConvConcatFusionPass (``layout.strided_concat``): at batch 2 the Concat launches nothing
+    (each conv writes its strided slice, also from two streams, numbers and hazards checked); on a
+    GPU, with unaligned channels and on the built-in 310P (where it is off) it runs."""
+    p310 = load_profile("ascend310p")
+    strided = p310.model_copy(update={"layout": p310.layout.model_copy(update={"strided_concat": True})})
+    for streams in (1, 2):
+        plan = _concat_run(32, 16, strided, streams)
+        assert "Concat" not in [t.op for t in plan.tasks.tasks]
+        assert plan.tasks.slots == {"a": (1, 0, 32), "b": (1, 32, 48)}
+    assert "Concat" in [t.op for t in _concat_run(32, 16, "nvidia-a100").tasks.tasks]
+    assert "Concat" in [t.op for t in _concat_run(24, 24, strided).tasks.tasks]
+    assert "Concat" in [t.op for t in _concat_run(32, 16, "ascend310p").tasks.tasks]   # the built-in: off
