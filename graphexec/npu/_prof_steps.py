@@ -1,9 +1,13 @@
-"""The steps the torch-style profiler records: each card's launches between two ``prof.step()``.
+"""The steps the torch-style profiler records: each device's launches between two ``prof.step()``.
 
-A step is a window of host time on each card: the launches made in it are its tasks (a
-task launched in step s belongs to s even when it runs later), so nothing is synchronized
-until the steps are saved; then each card waits for its work and every step becomes a
-``DeviceRun`` with its stats (``profiler.eager_stats``), laid on the card's own clock.
+A step is a window of host time on each device (an eager card, or an ACL device): the
+launches made in it are its tasks (a task launched in step s belongs to s even when it
+runs later), so nothing is synchronized until the steps are saved; then each device waits
+for its work and every step becomes a ``DeviceRun`` with its stats
+(``profiler.eager_stats``), laid on the device's own clock. An ACL device reset inside a
+step closes its window there (``acl.state.TEARDOWN_HOOKS``). A Session run whose result is
+made inside a step (``record.RESULT_OBSERVERS``) belongs to that step: every card of it,
+with the stats and diagnosis the run made itself.
 With ``profile_memory`` the caching allocator's totals are sampled after every block taken
 or given back (``_tensor.MEMORY_HOOKS``); with ``with_stack`` each card's ``launch`` is
 wrapped while the profiler runs, keeping the caller's Python frames (graphexec's own left
@@ -20,7 +24,7 @@ from typing import Any
 
 from graphexec.npu._state import STATE, Card
 from graphexec.npu._tensor import MEMORY_HOOKS
-from graphexec.profiling.record import DeviceRun
+from graphexec.profiling.record import RESULT_OBSERVERS, DeviceRun
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Window:
     start: float
     last: int = -1
     end: float = 0.0
+    kind: str = "eager"   # or "acl"
 
 
 @dataclass
@@ -47,25 +52,44 @@ class Recorder:
     open: list[Window] = field(default_factory=list)
     closed: list[Window] = field(default_factory=list)
     samples: list[tuple[int, float, int, int, int, int]] = field(default_factory=list)
+    blocks: list[tuple[int, int, int, int]] = field(default_factory=list)   # each sample's (card, ptr, bytes, launches)
     streams: dict[tuple[int, int], int] = field(default_factory=dict)   # (card, ptr) -> stream id
+    step: int | None = None                                             # the step being recorded
+    results: list[tuple[Any, int]] = field(default_factory=list)        # (Session result, its step)
+    gone: set[int] = field(default_factory=set)                         # ids of ACL devices reset
 
     def begin(self, step: int) -> None:
         if self.stack:
-            for c in STATE.cards.values():
-                self._wrap(c.device)
-        self.open = [Window(i, c.device, step, len(c.device.launches), c.device.host_t)
-                     for i, c in sorted(STATE.cards.items()) if c.alive]
+            for _, _, dev in devices():
+                self._wrap(dev)
+        self.step = step
+        self.open = [Window(i, dev, step, len(dev.launches), dev.host_t, kind=kind) for kind, i, dev in devices()]
 
     def end(self) -> None:
-        """Close the open windows (a card opened during the step counts from its first launch)."""
-        seen = {w.card for w in self.open}
-        for i, c in sorted(STATE.cards.items()):
-            if i not in seen and c.alive and c.device.launches:
-                self.open.append(Window(i, c.device, self.open[0].step if self.open else 0, 0, 0.0))
+        """Close the open windows (a device opened during the step counts from its first launch)."""
+        seen = {id(w.device) for w in self.open}
+        step = self.step if self.step is not None else 0
+        for kind, i, dev in devices():
+            if id(dev) not in seen and dev.launches:
+                self.open.append(Window(i, dev, step, 0, 0.0, kind=kind))
         for w in self.open:
             w.last, w.end = len(w.device.launches), w.device.host_t
         self.closed += [w for w in self.open if w.last > w.first]
-        self.open = []
+        self.open, self.step = [], None
+
+    def on_result(self, result: Any) -> None:
+        """A Session run finished: it belongs to the step being recorded, if any."""
+        if self.step is not None and result.run is not None:
+            self.results.append((result, self.step))
+
+    def on_teardown(self, dev: Any) -> None:
+        """An ACL device is reset: its window ends now (it has waited for its work)."""
+        for w in [w for w in self.open if w.device is dev]:
+            w.last, w.end = len(dev.launches), dev.host_t
+            self.open.remove(w)
+            if w.last > w.first:
+                self.closed.append(w)
+        self.gone.add(id(dev))
 
     def hook(self, card: Card, ptr: int, nbytes: int) -> None:
         """One block taken (``nbytes`` > 0) or given back: the allocator's totals now."""
@@ -76,14 +100,26 @@ class Recorder:
             self.streams[key] = stream
         self.samples.append((card.index, float(card.device.host_t), alloc.counter("allocated_bytes")[0],
                              alloc.counter("reserved_bytes")[0], alloc.counter("active_bytes")[0], stream))
+        size = alloc.live[ptr].size if nbytes > 0 else -1
+        self.blocks.append((card.index, ptr, size, len(card.device.launches)))
 
     def start(self) -> None:
+        from graphexec.acl import state as acl_state
+
         if self.memory:
             MEMORY_HOOKS.append(self.hook)
+        RESULT_OBSERVERS.append(self.on_result)
+        acl_state.TEARDOWN_HOOKS.append(self.on_teardown)
 
     def stop(self) -> None:
+        from graphexec.acl import state as acl_state
+
         if self.hook in MEMORY_HOOKS:
             MEMORY_HOOKS.remove(self.hook)
+        if self.on_result in RESULT_OBSERVERS:
+            RESULT_OBSERVERS.remove(self.on_result)
+        if self.on_teardown in acl_state.TEARDOWN_HOOKS:
+            acl_state.TEARDOWN_HOOKS.remove(self.on_teardown)
         for dev in self.wrapped:
             del dev.launch   # the class's method again
         self.wrapped = []
@@ -104,16 +140,20 @@ class Recorder:
         kept = self.stacks.get(id(task))
         return kept[1] if kept is not None and kept[0] is task else ""
 
-    def take(self) -> tuple[list[tuple[DeviceRun, Window]], list[tuple[int, float, int, int, int, int]]]:
-        """Every closed window as a finished run (each card waits for its work first), and the
-        memory samples inside them; both forgotten here."""
-        for dev in {id(w.device): w.device for w in self.closed}.values():
+    def take(self) -> Taken:
+        """Every closed window as a finished run (each device waits for its work first), the
+        memory samples inside them (and the block each sample took or gave back), and the
+        Session results of the steps; all forgotten here."""
+        for dev in {id(w.device): w.device for w in self.closed if id(w.device) not in self.gone}.values():
             dev.synchronize_device()
         runs = [(_run(w), w) for w in self.closed]
-        spans = [(w.card, w.start, max(w.end, *(t.end_t for t in r.tasks))) for r, w in runs if r.tasks]
-        memory = [s for s in self.samples if any(c == s[0] and lo <= s[1] <= hi for c, lo, hi in spans)]
-        self.closed, self.samples = [], []
-        return runs, memory
+        spans = [(w.card, w.start, max(w.end, *(t.end_t for t in r.tasks)))
+                 for r, w in runs if r.tasks and w.kind == "eager"]
+        keep = [k for k, s in enumerate(self.samples) if any(c == s[0] and lo <= s[1] <= hi for c, lo, hi in spans)]
+        memory, blocks = [self.samples[k] for k in keep], [self.blocks[k] for k in keep]
+        results = self.results
+        self.closed, self.samples, self.blocks, self.results, self.gone = [], [], [], [], set()
+        return Taken(runs, memory, blocks, results)
 
     def forget_stacks(self) -> None:
         self.stacks = {}
@@ -129,10 +169,30 @@ def call_stack(limit: int = 32) -> str:
     return "\n".join(f"{f.filename}({f.lineno}): {f.name}" for f in reversed(frames))
 
 
+@dataclass
+class Taken:
+    """What the steps saved at once recorded: each device window's run, the allocator's
+    samples and their blocks (``Recorder.blocks``), and the Session results."""
+
+    runs: list[tuple[DeviceRun, Window]]
+    memory: list[tuple[int, float, int, int, int, int]]
+    blocks: list[tuple[int, int, int, int]]
+    results: list[tuple[Any, int]]
+
+
+def devices() -> list[tuple[str, int, Any]]:
+    """Every device work is launched on: the eager cards, then ACL's open devices."""
+    from graphexec.acl.state import STATE as ACL
+
+    out = [("eager", i, c.device) for i, c in sorted(STATE.cards.items()) if c.alive]
+    mine = {id(d) for _, _, d in out}
+    return out + [("acl", i, e.device) for i, e in sorted(ACL.devices.items()) if id(e.device) not in mine]
+
+
 def _run(w: Window) -> DeviceRun:
     launches = w.device.launches[w.first:w.last]
     tasks = [lc.task for lc in launches if lc.task.end_t is not None]
     lo = w.start
     sim = SimpleNamespace(streams=w.device.sim.streams, finished=tasks,
                           samples=[s for s in w.device.sim.samples if s[0] >= lo])
-    return DeviceRun(tasks, launches, sim, w.device.profile, w.device.id, False, "eager")
+    return DeviceRun(tasks, launches, sim, w.device.profile, w.device.id, False, w.kind)

@@ -10,13 +10,17 @@ Two forms. torch_npu's, with steps::
             train_one_step()
             prof.step()
 
-writes ``./result/<host>_<pid>_<timestamp>_ascend_pt/ASCEND_PROFILER_OUTPUT/`` at the end
-of each active cycle (``profiling/ascend_pt.py``: trace_view.json, kernel_details.csv,
-operator_details.csv, op_statistic.csv, step_trace_time.csv, memory_record.csv). The
+writes ``./result/<host>_<pid>_<timestamp>_ascend_pt/ASCEND_PROFILER_OUTPUT/`` at the end of
+each active cycle (``profiling/ascend_pt.py``: trace_view.json, kernel_details.csv,
+operator_details.csv, op_statistic.csv, step_trace_time.csv, api_statistic.csv; with
+profile_memory memory_record.csv and operator_memory.csv; with collectives
+communication.json and communication_matrix.json). The
 schedule is torch's (``schedule``); steps are numbered from 0 and each recorded step is a
-``ProfilerStep#N`` with its stats and its diagnosis measured by replay. Eager work is what
-it records. With no schedule every step from start to stop is recorded; ``with_stack`` keeps
-the Python frames that launched each op (operator_details.csv's Call Stack).
+``ProfilerStep#N`` with its stats and its diagnosis measured by replay. It records what ran
+in the steps: eager cards' ops, ACL devices' launches (collectives included) and Session
+runs, every card of them (``_prof_steps.py``, ``_prof_export.py``). With no schedule every
+step from start to stop is recorded; ``with_stack`` keeps the Python frames that launched
+each op (operator_details.csv's Call Stack).
 
 And graphexec's older ``with npu.profiler.profile(output_dir):``, kept: the block's work
 (eager cards, sessions and ACL devices alike) goes into one ``PROF_*`` folder in msprof's
@@ -35,9 +39,10 @@ from types import SimpleNamespace, TracebackType
 from typing import Any, Callable, Iterable
 
 from graphexec.errors import GraphExecError
+from graphexec.npu._prof_export import blocks, saved_runs
 from graphexec.npu._prof_memory import AllocLog
 from graphexec.npu._prof_stats import EagerStats, eager_stats
-from graphexec.npu._prof_steps import Recorder
+from graphexec.npu._prof_steps import Recorder, Taken
 from graphexec.npu._state import STATE
 from graphexec.npu._tensor import MEMORY_HOOKS
 from graphexec.profiling import env
@@ -130,7 +135,7 @@ class profile:
         self._legacy = _Legacy() if output_dir is not None else None
         self._recorder = Recorder(memory=bool(profile_memory), stack=bool(with_stack))
         self._action = ProfilerAction.NONE
-        self._saved: tuple[list[Any], list[Any]] = ([], [])
+        self._saved: Taken | None = None
 
     # ---- torch's calls --------------------------------------------------------------
     def start(self) -> None:
@@ -185,35 +190,23 @@ class profile:
 
     def _save(self) -> None:
         """The steps recorded since the last save, ready for ``on_trace_ready``."""
-        runs, memory = self._recorder.take()
-        self._saved = (runs, memory)
-        if runs and self.on_trace_ready is not None:
+        self._saved = self._recorder.take()
+        if (self._saved.runs or self._saved.results) and self.on_trace_ready is not None:
             self.on_trace_ready(self)
         self._recorder.forget_stacks()
 
     def export_ascend_pt(self, dir_name: str | os.PathLike[str], worker_name: str | None = None) -> Path | None:
         """Write the steps of the cycle just saved as torch_npu's folder (``tensorboard_trace_handler``)."""
-        from graphexec.profiling.diagnosis import diagnose
-
-        pairs, memory = self._saved
-        if not pairs:
+        taken = self._saved
+        if taken is None or not (taken.runs or taken.results):
             return None
-        runs, extras = [], []
-        for run, w in pairs:
-            stats = eager_stats(run)
-            d = diagnose(run, stats).to_dict()
-            d.pop("actions")
-            end = max([w.end, *(t.end_t for t in run.tasks)])
-            runs.append(run)
-            mine = [[m[1], m[2], m[3]] for m in memory if m[0] == w.card and w.start <= m[1] <= end]
-            extras.append({"step": w.step, "window": [w.start, end], "stats": stats.to_dict(), "diagnosis": d,
-                           **({"memory_samples": mine} if mine else {})})
+        runs, extras = saved_runs(taken)
         worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
         stacks = {id(t): self._recorder.stack_of(t) for run in runs for t in run.tasks} if self.config["with_stack"] \
             else None
-        self.path = write_ascend_pt(dir_name, worker, stamp, runs, extras,
-                                    memory if self.config["profile_memory"] else None, self.config, stacks)
+        memory = (taken.memory, blocks(taken)) if self.config["profile_memory"] else None
+        self.path = write_ascend_pt(dir_name, worker, stamp, runs, extras, memory, self.config, stacks)
         self.paths.append(self.path)
         return self.path
 

@@ -12,7 +12,11 @@ Ascend PyTorch Profiler user guide (Ascend/pytorch, "output result file descript
         operator_details.csv          one row per op call: host (launch) and device time
         op_statistic.csv              per OP Type and Core Type
         step_trace_time.csv           per step: computing, communication, overlap, free
+        api_statistic.csv             the host's runtime calls by API (ascend_extra.py)
         memory_record.csv             allocated / reserved / active over time (profile_memory)
+        operator_memory.csv           each block an op held, with the totals then (profile_memory)
+        communication.json            each rank's part of each collective: wait, transit, bandwidth
+        communication_matrix.json     ... and its bytes per src-dst link (both: when collectives ran)
 
 A step's window is the host's time from one ``prof.step()`` to the next. What graphexec has
 no counterpart for is written as torch_npu writes a missing value, ``N/A`` (Model ID, OP
@@ -31,6 +35,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from graphexec._files import folder_mode
+from graphexec.profiling.ascend_comm import communication
+from graphexec.profiling.ascend_extra import API_COLUMNS, OPERATOR_MEMORY_COLUMNS, api_rows, operator_memory_rows
 from graphexec.profiling.msprof import merged_timeline
 from graphexec.profiling.summary import STATISTIC_COLUMNS, op_rows, op_statistic, write_csv
 
@@ -48,20 +54,23 @@ MEMORY_COLUMNS = ("Component", "Timestamp(us)", "Total Allocated(MB)", "Total Re
                   "Stream Ptr", "Device Type")
 MB = 1024.0 * 1024.0
 NA = "N/A"
+Memory = tuple[Sequence[Any], Sequence[Any]]   # (allocator samples, blocks)
 
 
 def _formats(cell: str) -> str:
     return ";".join("ND" for _ in cell.split(";")) if cell else ""
 
 
-def kernel_rows(runs: Sequence[Any], steps: Sequence[int]) -> list[dict[str, Any]]:
-    """kernel_details.csv: every kernel and copy of every step, in start order per step."""
+def kernel_rows(runs: Sequence[Any], steps: Sequence[int], begins: Sequence[float] | None = None
+                ) -> list[dict[str, Any]]:
+    """kernel_details.csv: every kernel and copy of every step, in start order per step, at
+    its time on trace_view.json's clock (``begins``: each run's shift onto it)."""
     out = []
-    for run, step in zip(runs, steps):
+    for run, step, begin in zip(runs, steps, begins or [0.0] * len(runs)):
         for i, r in enumerate(op_rows(run)):
             out.append({"Step Id": step, "Device_id": run.device_id, "Model ID": NA, "Task ID": i,
                         "Stream ID": r["Stream ID"], "Name": r["Op Name"], "Type": r["OP Type"], "OP State": NA,
-                        "Accelerator Core": r["Task Type"], "Start Time(us)": r["Task Start Time(us)"],
+                        "Accelerator Core": r["Task Type"], "Start Time(us)": r["Task Start Time(us)"] + begin,
                         "Duration(us)": r["Task Duration(us)"], "Wait Time(us)": r["Task Wait Time(us)"],
                         "Block Num": r["Block Dim"], "Mix Block Num": NA, "HF32 Eligible": "NO",
                         "Input Shapes": r["Input Shapes"], "Input Data Types": r["Input Data Types"],
@@ -109,22 +118,38 @@ def _overlap(xs: list[tuple[float, float]], ys: list[tuple[float, float]]) -> fl
     return float(sum(max(0.0, min(b, d) - max(a, c)) for a, b in xs for c, d in ys))
 
 
-def step_row(run: Any, step: int, window: tuple[float, float]) -> dict[str, Any]:
-    """step_trace_time.csv's row of one card's step: kernel and collective time as unions
-    (streams overlap), their overlap, and the rest of the step's window as Free."""
-    done = [t for t in run.tasks if t.end_t is not None and t.end_t > t.start_t]
-    compute = _union([(t.start_t, t.end_t) for t in done if t.kind == "kernel"])
-    comm = _union([(t.start_t, t.end_t) for t in done if t.kind == "hccl"])
-    receive = _union([(t.start_t, t.end_t) for t in done if t.kind == "hccl" and "recv" in t.name.lower()])
+def step_row(runs: Sequence[tuple[Any, float]], device_id: int, step: int,
+             window: tuple[float, float]) -> dict[str, Any]:
+    """step_trace_time.csv's row of one device's step: the kernel and collective time of its
+    runs in the step (each ``(run, begin)``, its times shifted onto the one clock of
+    ``window``) as unions (streams overlap), their overlap, and the rest of the step's
+    window as Free."""
+    done = [(t, b) for run, b in runs for t in run.tasks if t.end_t is not None and t.end_t > t.start_t]
+    compute = _union([(t.start_t + b, t.end_t + b) for t, b in done if t.kind == "kernel"])
+    comm = _union([(t.start_t + b, t.end_t + b) for t, b in done if t.kind == "hccl"])
+    receive = _union([(t.start_t + b, t.end_t + b) for t, b in done if t.kind == "hccl" and "recv" in t.name.lower()])
     computing, communication, overlapped = _length(compute), _length(comm), _overlap(compute, comm)
     lone = communication - overlapped
     total = window[1] - window[0]
     first = min((a for a, _ in compute + comm), default=window[0])
-    return {"Device_id": run.device_id, "Step": step, "Computing": computing,
+    return {"Device_id": device_id, "Step": step, "Computing": computing,
             "Communication(Not Overlapped)": lone, "Overlapped": overlapped, "Communication": communication,
             "Free": max(0.0, total - computing - lone), "Stage": total - _length(receive), "Bubble": _length(receive),
             "Communication(Not Overlapped and Exclude Receive)": max(0.0, lone - _length(receive)),
             "Preparing": max(0.0, first - window[0])}
+
+
+def step_rows(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per device and step, over every run of that device in the step (an eager
+    card's window, a Session run's card, an ACL device), in step then device order."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for k, (run, e) in enumerate(zip(runs, extras)):
+        groups.setdefault((int(e["step"]), run.device_id), []).append(k)
+    out = []
+    for (step, device), ks in sorted(groups.items()):
+        window = (min(extras[k]["window"][0] for k in ks), max(extras[k]["window"][1] for k in ks))
+        out.append(step_row([(runs[k], float(extras[k].get("begin", 0.0))) for k in ks], device, step, window))
+    return out
 
 
 def memory_rows(records: Sequence[tuple[int, float, int, int, int, int]]) -> list[dict[str, Any]]:
@@ -134,7 +159,7 @@ def memory_rows(records: Sequence[tuple[int, float, int, int, int, int]]) -> lis
             for d, t, a, r, act, ptr in records]
 
 
-def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], memory: Sequence[Any] | None,
+def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], memory: Memory | None,
           config: dict[str, Any], stacks: dict[int, str] | None) -> None:
     out = folder / OUTPUT
     out.mkdir()
@@ -143,24 +168,33 @@ def _fill(folder: Path, runs: Sequence[Any], extras: Sequence[dict[str, Any]], m
     with open(out / "trace_view.json", "w", encoding="utf-8") as f:
         json.dump(merged_timeline(runs, extras), f, default=str)
     steps = [int(e["step"]) for e in extras]
-    write_csv(str(out / "kernel_details.csv"), KERNEL_COLUMNS, kernel_rows(runs, steps))
+    begins = [float(e.get("begin", 0.0)) for e in extras]
+    write_csv(str(out / "kernel_details.csv"), KERNEL_COLUMNS, kernel_rows(runs, steps, begins))
     shapes = bool(config.get("record_shapes"))
     write_csv(str(out / "operator_details.csv"), OPERATOR_COLUMNS, operator_rows(runs, shapes, stacks))
     rows = [r for run in runs for r in op_rows(run)]
     write_csv(str(out / "op_statistic.csv"), STATISTIC_COLUMNS, op_statistic(rows))
-    write_csv(str(out / "step_trace_time.csv"), STEP_COLUMNS,
-              [step_row(run, s, e["window"]) for run, s, e in zip(runs, steps, extras)])
+    write_csv(str(out / "step_trace_time.csv"), STEP_COLUMNS, step_rows(runs, extras))
+    write_csv(str(out / "api_statistic.csv"), API_COLUMNS, api_rows(runs))
     if memory is not None:
-        write_csv(str(out / "memory_record.csv"), MEMORY_COLUMNS, memory_rows(memory))
+        samples, blocks = memory
+        write_csv(str(out / "memory_record.csv"), MEMORY_COLUMNS, memory_rows(samples))
+        write_csv(str(out / "operator_memory.csv"), OPERATOR_MEMORY_COLUMNS, operator_memory_rows(blocks, runs, extras))
+    comm, matrix = communication(runs, extras)
+    if comm:
+        for name, doc in (("communication.json", comm), ("communication_matrix.json", matrix)):
+            (out / name).write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
 
 def write_ascend_pt(root: str | os.PathLike[str], worker: str, stamp: str, runs: Sequence[Any],
-                    extras: Sequence[dict[str, Any]], memory: Sequence[Any] | None, config: dict[str, Any],
+                    extras: Sequence[dict[str, Any]], memory: Memory | None, config: dict[str, Any],
                     stacks: dict[int, str] | None = None) -> Path:
     """Write one ``<worker>_<stamp>_ascend_pt`` folder under ``root`` (whole, by a rename); returns it.
 
-    ``extras[k]`` carries run k's ``step``, ``window`` (host us) and, where known, ``stats``
-    and ``diagnosis``; ``memory`` is None unless memory was recorded; ``stacks`` maps a
+    ``extras[k]`` carries run k's ``step``, ``window`` (host us), ``begin`` where the steps
+    were laid out (``ascend_steps.lay_out``) and, where known, ``stats`` and ``diagnosis``;
+    ``memory`` is None unless memory was recorded, else the allocator's samples and the
+    blocks they took and gave back (``npu._prof_export.blocks``); ``stacks`` maps a
     task's id to its call stack (``with_stack``). Raises OSError."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

@@ -52,8 +52,9 @@ def merged_timeline(runs: Sequence[Any], extras: Sequence[dict[str, Any]]) -> di
     spans = [span_us(doc["traceEvents"]) for doc in docs]
     clocks = [getattr(run, "clock", None) for run in runs]
     windows = [extra.get("window") for extra in extras]
-    fixed = bool(windows) and all(w is not None for w in windows)   # eager steps: each on its own clock
-    begins = [0.0] * len(runs) if fixed else starts(spans, ids, clocks)
+    # eager steps: each on its own clock, or laid out by the caller (``begin``: ascend_steps.lay_out)
+    fixed = bool(windows) and all(w is not None for w in windows)
+    begins = [float(e.get("begin", 0.0)) for e in extras] if fixed else starts(spans, ids, clocks)
     events: list[dict[str, Any]] = []
     named: set[tuple[Any, ...]] = set()
     others = []

@@ -13,8 +13,8 @@ from graphexec.profiling.report_html import render
 from graphexec.profiling.view_data import load
 
 P = npu.profiler
-FILES = ["kernel_details.csv", "memory_record.csv", "op_statistic.csv", "operator_details.csv",
-         "step_trace_time.csv", "trace_view.json"]
+FILES = ["api_statistic.csv", "kernel_details.csv", "memory_record.csv", "op_statistic.csv", "operator_details.csv",
+         "operator_memory.csv", "step_trace_time.csv", "trace_view.json"]
 
 
 def _rows(path):
