@@ -155,3 +155,14 @@ def test_acl_collectives_write_the_communication_files(tmp_path):
     assert api["HcclAllReduce"]["Level"] == "HCCL" and api["HcclAllReduce"]["Count"] == "8"
     steps = _rows(out / "step_trace_time.csv")
     assert all(float(s["Communication"]) > 0 for s in steps) and len(steps) == 8
+
+
+def test_the_report_of_mixed_steps(sessions):
+    from graphexec.profiling.report_html import render
+    from graphexec.profiling.view_data import load
+
+    out, results, _ = sessions
+    page = render(load(out.parent))
+    steps = page.split('class="sortable steps"')[1].split("</table>")[0]
+    for result in results:   # each Session run is a row of the steps table, with its own makespan
+        assert f'data-v="{result.stats.makespan_us:.3f}"' in steps
