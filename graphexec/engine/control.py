@@ -81,6 +81,10 @@ class Body:
         ctx.inline, ctx.prefix, ctx.outer = True, parent.prefix + self.label, outer
         for name, value in zip(self.formal, values):
             ctx.write(name, value, streams[0])
+        steps = plan.card_steps()   # the body's kernels as a replay calls them (``Steps.inline``), where it may
+        if steps is not None:
+            ctx.log = {}   # the kernels' starts and end are the ones given here (as a multi-card run's)
+            ctx.starts, ctx.log_end = steps.inline(ctx, alone=True)   # a body's iterations run one at a time
         pending = [len(streams)]
 
         def joined() -> None:

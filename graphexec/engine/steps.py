@@ -266,14 +266,16 @@ class Steps:
                     views = ctx.views
                     self._plain_after(tape, k)
 
-    def inline(self, ctx: ExecContext) -> tuple[list[Callable[[], Any]], Callable[[Any], None]]:
+    def inline(self, ctx: ExecContext, alone: bool = False) -> tuple[list[Callable[[], Any]], Callable[[Any], None]]:
         """Each kernel's start and the one end, for a run that computes during its simulation
         in ``ctx``, a context of this plan of its own (a multi-card run's, ``cluster/cards.py``,
         where micro-batches of one plan are in flight at once): a direct step is its kernel
         called directly; a held step its runner on the values held; any other step, or any
         once ``ctx`` has views of its own (a run-time allocation), ``ctx``'s own KernelCall,
         the plain path. Every end but a direct one's is ``ctx``'s plain store. A start
-        returns what its end takes: ``(i, result, runner)``, the runner where the step was direct."""
+        returns what its end takes: ``(i, result, runner)``, the runner where the step was direct.
+        ``alone``: no two runs of the plan are ever in flight at once (a control-flow body's
+        iterations), so a chain runs on its scratch arrays too."""
         self._refresh()
         kernels, starts, views = self.kernels, self.starts, self.ctx.views
 
@@ -287,6 +289,12 @@ class Steps:
                         return i, self.failed(i, e), None
                 if self.held[i] and i not in self.chains:   # a chain's scratch arrays are this plan's run's
                     return i, starts[i](), None
+                fused = self.fused[i]
+                if alone and i in self.chains and fused is not None:
+                    try:
+                        return i, {fused.outputs[0]: starts[i]()}, None
+                    except Exception:  # noqa: BLE001  (its members as their runners call them say what it means)
+                        self.plain(i)
             return i, ctx.call(kernels[i]).begin(), None
 
         def end(token: tuple[int, Any, NodeRunner | None]) -> None:
