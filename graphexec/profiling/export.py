@@ -91,6 +91,9 @@ def write_profile(result: Profiled, folder: str | os.PathLike[str]) -> list[Path
         else:
             for name in names:
                 _replace(os.path.join(tmp, name), target / name)
+            for old in target.glob("device_*"):   # a card of an earlier profile here that this run has not
+                if old.name not in names and (old / "timeline.json").is_file():
+                    shutil.rmtree(old)
     except OSError as e:
         raise OutputError(f"{folder}: cannot write: {e.strerror or e}") from None
     finally:

@@ -181,3 +181,32 @@ def test_collectives(tmp_path):
     assert f'data-v="{transit:.3f}"' in coll
     links = dom.split('class="links"')[1].split("</table>")[0]
     assert "<td>HCCS</td>" in links
+
+
+def test_steps_of_sessions_and_eager_ops(tmp_path):
+    script = tmp_path / "m.py"
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np
+        import graphexec as gx
+        import graphexec.npu as npu
+        P = npu.profiler
+        g = gx.load({str(MODEL)!r})
+        s = gx.Session(g, streams=2)
+        x, y = np.zeros((1, 192, 28, 28), np.float32), npu.ones(32, 32)
+        with P.profile(schedule=P.schedule(wait=0, warmup=0, active=2, repeat=1), profile_memory=True,
+                       on_trace_ready=P.tensorboard_trace_handler({str(tmp_path / "m")!r})) as p:
+            for _ in range(2):
+                s.run({{g.inputs[0]: x}})
+                y = (y @ y) * 0.5
+                y.numpy()
+                p.step()
+    """))
+    assert subprocess.run([sys.executable, str(script)], env=_env(), timeout=300).returncode == 0
+    (folder,) = (tmp_path / "m").iterdir()
+    doc = json.loads((folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    dom = _dom(_report(tmp_path, folder, "mixed"), tmp_path, "Conv")
+    _interactive(dom)
+    steps = dom.split('class="sortable steps"')[1].split("</table>")[0]
+    for r in doc["otherData"]["runs"]:   # the Session runs and the eager card's windows, each a row
+        assert f'data-v="{r["stats"]["makespan_us"]:.3f}"' in steps
+    assert len(re.findall("<tr>", steps)) == 1 + len(doc["otherData"]["runs"]) == 1 + 4

@@ -92,6 +92,11 @@ def test_the_trace_is_linked_for_perfetto_and_a_second_write_replaces_the_cards(
     (folder / "device_1" / "stale.txt").write_text("x")
     result.write_profile(folder)   # over the profile already there
     assert not (folder / "device_1" / "stale.txt").exists() and (folder / "device_1" / "timeline.json").is_file()
+    graph = gx.load(ROOT / "models" / "inception_block.onnx")
+    x = np.zeros((1, 192, 28, 28), np.float32)
+    gx.Session(graph).run({graph.inputs[0]: x}).write_profile(folder)   # one card: no card folders stay
+    assert not list(folder.glob("device_*"))
+    result.write_profile(folder)
 
 
 def test_a_bad_card_memory_is_one_line(pipeline, tmp_path):
