@@ -31,6 +31,15 @@ def pipeline(tmp_path_factory):
     return folder, result
 
 
+@pytest.fixture(scope="module")
+def report(pipeline, tmp_path_factory):
+    """The report of the pipeline's profile, written in another folder than the profile's."""
+    folder, _ = pipeline
+    out = tmp_path_factory.mktemp("report") / "r.html"
+    write_report(str(folder), str(out))
+    return out
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -51,10 +60,10 @@ def test_the_tables_hold_every_cards_rows_and_each_card_has_its_profile(pipeline
     assert {r["Device_id"] for r in whole} == {"0", "1"}
 
 
-def test_the_report_shows_the_whole_run_and_each_card(pipeline):
+def test_the_report_shows_the_whole_run_and_each_card(pipeline, report):
     folder, _ = pipeline
     view = load(folder)
-    page = render(view)
+    page = report.read_text()
     assert '<option value="all">the whole run</option><option value="0">card 0</option>' \
            '<option value="1">card 1</option>' in page
     mems = json.loads((folder / "timeline.json").read_text())["otherData"]["card_memory"]
@@ -82,13 +91,10 @@ def test_a_cards_profile_is_a_one_card_report(pipeline):
     assert f'id="metric-makespan_us">{result.card_stats[1].makespan_us:,.1f} us<' in page
 
 
-def test_the_trace_is_linked_for_perfetto_and_a_second_write_replaces_the_cards(pipeline, tmp_path):
+def test_the_trace_is_linked_for_perfetto_and_a_second_write_replaces_the_cards(pipeline, report):
     folder, result = pipeline
-    out = tmp_path / "sub" / "r.html"
-    out.parent.mkdir()
-    write_report(str(folder), str(out))
-    href = re.search(r'<p id="perfetto">the whole trace: <a href="([^"]+)" download>', out.read_text()).group(1)
-    assert (out.parent / href).resolve() == (folder / "timeline.json").resolve()
+    href = re.search(r'<p id="perfetto">the whole trace: <a href="([^"]+)" download>', report.read_text()).group(1)
+    assert (report.parent / href).resolve() == (folder / "timeline.json").resolve()
     (folder / "device_1" / "stale.txt").write_text("x")
     result.write_profile(folder)   # over the profile already there
     assert not (folder / "device_1" / "stale.txt").exists() and (folder / "device_1" / "timeline.json").is_file()
