@@ -9,8 +9,8 @@ plain reference (and for finding which of them a wrong result comes from).
   ``cluster/tape.py``), and each kernel through its ``KernelCall`` instead of the
   prepared replay steps (``engine/steps.py``);
 - the kernels' plain algorithms where a fast one sits beside them (im2col instead of
-  Winograd, numpy's depthwise convolution, erf and Gelu instead of the compiled ones in
-  ``kernels/_dwconv.c`` and ``kernels/_vmath.c``,
+  Winograd, numpy's depthwise convolution, erf, Gelu and 8-bit (de)quantization instead of
+  the compiled ones in ``kernels/_dwconv.c``, ``kernels/_vmath.c`` and ``kernels/_qlinear.c``,
   NonMaxSuppression's pair-by-pair loop).
 
 Outputs agree within float tolerance; simulated times, schedules and traces are the same
