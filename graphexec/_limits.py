@@ -50,6 +50,24 @@ def collect_due() -> None:
         _ = set()   # a tracked object's allocation (a set: lists, dicts and tuples reuse freed ones, unchecked)
 
 
+PROMOTE_AT = 200_000   # young objects past which a compile's are promoted, not walked (``promote_young``)
+
+
+def promote_young(least: int = PROMOTE_AT) -> bool:
+    """Move the objects the collector tracks into its oldest generation without walking
+    them, when a paused stretch left at least ``least`` young ones (a large graph's
+    compile: the walk that ``collect_due`` runs then took 0.4-0.5 s of a 50,000-node
+    session, and every object in it survives as the plan). ``gc.freeze`` then
+    ``gc.unfreeze`` move the generations' lists whole; cycles made meanwhile wait for the
+    next full collection. Nothing is done where anything is frozen already (an
+    application's ``gc.freeze`` stays as it is). True if moved."""
+    if gc.get_count()[0] < least or gc.get_freeze_count():
+        return False
+    gc.freeze()
+    gc.unfreeze()
+    return True
+
+
 def host_budget() -> tuple[int, str]:
     """(bytes, where the number comes from), read each time so the variable can change."""
     text = os.environ.get(ENV, "").strip()

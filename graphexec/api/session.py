@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from graphexec._limits import collect_due
+from graphexec._limits import collect_due, gc_paused, promote_young
 from graphexec.api.decode import Decoded, decode
 from graphexec.api.inspect import TensorInfo, tensor_info
 from graphexec.api.lowered import save_lowered
@@ -149,7 +149,9 @@ class Session:
             compiled = self.plans.get(key)
             if compiled is None:
                 opts = replace(self.options, input_types=types)
-                compiled = self.plans.load(key, lambda: compile(clone_graph(self.graph), opts, self.profile))
+                with gc_paused():   # until the compile's objects are promoted (a large one's) or walked
+                    compiled = self.plans.load(key, lambda: compile(clone_graph(self.graph), opts, self.profile))
+                    promote_young()
                 self._seen = {k: c for k, c in self._seen.items() if self.plans.holds(c)}   # none evicted
                 collect_due()   # the compile's young objects are walked here, not at the next run's start
             if seen is not None:

@@ -62,10 +62,23 @@ def reuse(graph: Graph, tasks: TaskGraph, profile: DeviceProfile) -> TaskGraph:
     if km is None or not kernels:
         return tasks
     steps = []
+    widths: dict[str, int] = {}               # a task's dtype -> its float width: a few dtypes
+    sized: dict[tuple[str, int], int] = {}    # (value, width) -> _size: each value is written, then read
     for t in kernels:
-        width = _width(t.dtype)
-        reads = [(tasks.root(r), _size(graph, r, width)) for r in t.reads if r]
-        writes = [(tasks.root(w), _size(graph, w, width), _part(tasks, w)) for w in t.writes if w]
+        width = widths.get(t.dtype)
+        if width is None:
+            width = widths[t.dtype] = _width(t.dtype)
+        reads: list[tuple[str, int]] = []
+        writes: list[tuple[str, int, bool]] = []
+        for r in t.reads:
+            if r:
+                n = sized.get((r, width))
+                reads.append((tasks.root(r), sized.setdefault((r, width), _size(graph, r, width)) if n is None else n))
+        for w in t.writes:
+            if w:
+                n = sized.get((w, width))
+                n = sized.setdefault((w, width), _size(graph, w, width)) if n is None else n
+                writes.append((tasks.root(w), n, _part(tasks, w)))
         steps.append((reads, writes))
     changed = {}
     for t, hits, (_, writes) in zip(kernels, l2_hits(steps, km.l2_bytes), steps):
