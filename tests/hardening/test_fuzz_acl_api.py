@@ -8,6 +8,10 @@ TypeError/AttributeError/ValueError, never a hang, never a crash (issue 39, clas
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +27,7 @@ from hardening.guard import deadline
 from hardening.round_three_acl import ACL
 
 SMALL = B.small_device()
+ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = sorted(name for name in acl.__all__ if name[0].islower() and callable(getattr(acl, name)))
 
 
@@ -121,3 +126,16 @@ def test_issue_39_case_acl_raises_its_line(case):
     with pytest.raises(case.error) as err:
         case.call()
     assert str(err.value) == case.message
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="graphexec/npu: the functional ops (npu.abs, npu.arange, Tensor.flatten, ...) still give "
+                          "raw AttributeError/TypeError on wrong argument kinds, and a random call sequence wedges the "
+                          "device ('simulation stalled'); the eager package's owner fixes them", strict=False)
+def test_fuzz_every_eager_entry(request):
+    """eager_entry_fuzz.py, in a process of its own: hypothesis over every public npu entry."""
+    n = 1000 if request.config.getoption("--long") else 100
+    p = subprocess.run([sys.executable, str(Path(__file__).with_name("eager_entry_fuzz.py")), str(n)],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT,
+                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    assert (p.returncode, p.stdout.strip()) == (0, "ok"), p.stdout[-3000:] + p.stderr[-3000:]
