@@ -98,7 +98,8 @@ OP_FACTS: dict[tuple[str, str], tuple[Fact, ...]] = {
 # each op's list over all its versions (Resize-10 has no cubic; its inference refuses it)
 WORDS: dict[tuple[str, str], frozenset[str]] = {
     ("*", "auto_pad"): frozenset({"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"}),
-    **{(op, "direction"): frozenset({"forward", "reverse", "bidirectional"}) for op in ("RNN", "GRU", "LSTM")},
+    **{(op, "direction"): frozenset({"forward", "reverse", "bidirectional"}) for op in ("RNN", "LSTM")},
+    ("GRU", "direction"): frozenset({"forward", "reverse", "bidirectional", "foward"}),   # GRU-1's own default
     ("BitShift", "direction"): frozenset({"LEFT", "RIGHT"}),
     ("*", "nearest_mode"): frozenset({"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}),
     ("*", "keep_aspect_ratio_policy"): frozenset({"stretch", "not_larger", "not_smaller"}),
