@@ -13,7 +13,7 @@ from graphexec.engine import io
 from graphexec.engine.bodies import with_bodies
 from graphexec.engine.control import controllers
 from graphexec.engine.device_tensor import DeviceTensor
-from graphexec.engine.executor import ExecContext, Location, place, prime_views
+from graphexec.engine.executor import ExecContext, Location, made, place, prime_views
 from graphexec.engine.replay import Tape, replay
 from graphexec.engine.result import Result, make_stats
 from graphexec.engine.run_stats import StatsPlan
@@ -126,6 +126,7 @@ class Compiled:
         self._log_starts: list[Callable[[], Any]] | None = None
         self._log_end = cast("Callable[[Any], None]", self._log.setdefault)
         self._needs: object = _UNKNOWN     # needs_values, once known
+        self._fixed: dict[str, Any] | None = None   # ``context``'s shared fields
         self._prepare()
         # each kernel's replay step, made with the plan where a session owns it (``engine/steps.py``);
         # a body's or a card's plan makes them at its first replay on one thread, if it ever has one
@@ -160,11 +161,12 @@ class Compiled:
         (``compute``) first gets the weights' bytes into device memory."""
         if compute:
             self.weights.write()
-        st = self.plan
-        return ExecContext(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
-                           tasks=self.tasks, runners=st.runners, where=self._where,
-                           views=self._views, direct=st.direct, index=self._index, controls=self.controls,
-                           metas=self._metas)
+        if self._fixed is None:   # the fields every run's context shares, gathered once
+            st = self.plan
+            self._fixed = dict(device=self.device, stream_of=self.schedule.stream_of, graph=self.graph,
+                               tasks=self.tasks, runners=st.runners, where=self._where, views=self._views,
+                               direct=st.direct, index=self._index, controls=self.controls, metas=self._metas)
+        return made(self._fixed)
 
     def bind(self, compute: bool = True) -> ExecContext:
         """A run context whose streams and events are made now on the device, whose clock

@@ -84,13 +84,16 @@ def _pairs(ctx: ExecContext, feeds: dict[str, Any]) -> list[tuple[np.ndarray, np
 
 def fetch_all(device: Any, ctx: ExecContext, names: list[str], kept: frozenset[str] = frozenset(),
               compute: bool = True) -> dict[str, Any]:
-    """Every output ``names``: arrays as one batch of host copies where the fast paths are on
-    and nothing is kept on the device; else each as ``fetch``/``keep`` gives it."""
+    """Every output ``names`` once the device has synchronized: arrays as one batch of host
+    copies where the fast paths are on and nothing is kept on the device; else each as
+    ``fetch``/``keep`` gives it."""
     if compute and not kept and _switch.FAST:
         values = [ctx.read(name) for name in names]
         if all(type(v) is np.ndarray for v in values):
-            outs = [np.empty(v.shape, v.dtype) for v in values]
-            host_copies(device, "d2h", list(zip(outs, values)))
+            # a new C-ordered array each, as np.empty and a copy into it make, in one call instead of two:
+            # the device has synchronized, so the bytes are final (``host_copies`` moves the clock only)
+            outs = [v.copy() for v in values]
+            host_copies(device, "d2h", list(zip(outs, values)), moved=True)
             return dict(zip(names, outs))
     return {name: keep(device, ctx, name) if name in kept else fetch(device, ctx, name, compute) for name in names}
 

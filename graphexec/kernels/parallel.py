@@ -13,22 +13,27 @@ from __future__ import annotations
 
 import itertools
 import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 _state = threading.local()
 
 
-@contextmanager
-def lend(pool: Any, workers: int = 1) -> Iterator[None]:
+class lend:   # noqa: N801   (used as the function it was: ``with lend(pool, workers):``)
     """Let kernels run on this thread split their work over ``pool`` (``workers`` threads)
-    meanwhile."""
-    before = getattr(_state, "pool", None), getattr(_state, "workers", 0)
-    _state.pool, _state.workers = pool, workers
-    try:
-        yield
-    finally:
-        _state.pool, _state.workers = before
+    meanwhile. A class, not a ``@contextmanager`` generator: a replayed run enters it once,
+    and the generator's frames cost a few us of a decode step's run."""
+
+    __slots__ = ("pool", "workers", "before")
+
+    def __init__(self, pool: Any, workers: int = 1) -> None:
+        self.pool, self.workers = pool, workers
+
+    def __enter__(self) -> None:
+        self.before = getattr(_state, "pool", None), getattr(_state, "workers", 0)
+        _state.pool, _state.workers = self.pool, self.workers
+
+    def __exit__(self, *exc: object) -> None:
+        _state.pool, _state.workers = self.before
 
 
 MIN_FLOPS = 3e7   # below this much math a hand-over to a worker costs more than it saves

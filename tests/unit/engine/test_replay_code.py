@@ -121,3 +121,13 @@ def test_a_run_time_allocation_under_a_program_sends_later_steps_down_the_plain_
         assert steps.runners[0] is not None and steps.runners[1:] == [None, None]
     assert result.outputs["w"].dtype == np.float64
     np.testing.assert_array_equal(result.outputs["w"], big["x"] + 1)
+
+
+def test_a_context_made_from_its_fixed_fields_is_the_dataclass_one():
+    """``executor.made``: the fields given, every other one its default, each mutable one new."""
+    from graphexec.engine.executor import ExecContext, made
+
+    fixed = {"device": object(), "stream_of": [0], "graph": object(), "tasks": object(), "views": {"v": 1}}
+    a, b, ref = made(fixed), made(fixed), ExecContext(**fixed)
+    assert vars(a) == vars(ref) and a.views is fixed["views"]
+    assert a.host is not b.host and a.dynamic is not b.dynamic and a.tape is not b.tape and a.streams is not b.streams
