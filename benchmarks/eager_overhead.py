@@ -1,6 +1,7 @@
 """Host time per op of eager mode (graphexec.npu) on a chain of tiny tensors, beside graph mode and numpy.
 
-Usage: OPENBLAS_NUM_THREADS=1 python benchmarks/eager_overhead.py [--ops 10000] [--repeat 3] [--quick] [--breakdown]
+Usage: OPENBLAS_NUM_THREADS=1 python benchmarks/eager_overhead.py [--ops 10000] [--repeat 3] [--quick] [--plain]
+       [--breakdown]
 The chain alternates ``x = x + 0.5`` and ``x = x * 0.999`` on a float32[16, 16]:
 
 - eager: each op launched by graphexec.npu on the current stream (plan lookup, a block from
@@ -10,7 +11,10 @@ The chain alternates ``x = x + 0.5`` and ``x = x * 0.999`` on a float32[16, 16]:
   shown apart), its first run, which simulates the device as eager mode does (graph mode
   launches the loaded task list in one call); "replay" its later runs, which replay the
   recorded timeline instead of simulating again;
-- numpy: the same ops as numpy calls on arrays.
+- numpy: the same ops as numpy calls on arrays, the yardstick: each row's ``x numpy`` is its
+  host time per op over numpy's, both measured in this run (a loaded machine slows both);
+- plain (``--plain``): eager again with every fast path off (``GRAPHEXEC_PLAIN``: the
+  simulator's plain steps, the kernels' own calls), what the fast paths save in this run.
 
 Host us/op is the process's CPU time / ops (``time.process_time``, the fastest of
 ``--repeat``; eager from a fresh ``npu.init()`` each time, timed from its uploaded input to
@@ -39,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 
 import graphexec as gx  # noqa: E402
 import graphexec.npu as npu  # noqa: E402
+from graphexec import _switch  # noqa: E402
 
 TARGET_US = 10.0
 SHAPE = (16, 16)
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1,000 ops, one repeat")
     ap.add_argument("--breakdown", action="store_true", help="then where an eager op's host time goes")
+    ap.add_argument("--plain", action="store_true", help="eager with the fast paths off too (GRAPHEXEC_PLAIN)")
     args = ap.parse_args(argv)
     n, repeat = (1000, 1) if args.quick else (args.ops, args.repeat)
     x0 = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
@@ -117,18 +123,24 @@ def main(argv: list[str] | None = None) -> int:
     numpy_s, numpy_out = _best_s(lambda: numpy_chain(n, x0), repeat)
     graph_out = result.outputs[session.graph.outputs[0]]
 
-    print(f"{'case':<8}{'tasks':>8}{'host_us/op':>12}{'total_ms':>10}{'device_us':>11}  note")
+    print(f"{'case':<8}{'tasks':>8}{'host_us/op':>12}{'x numpy':>9}{'total_ms':>10}{'device_us':>11}  note")
+
+    def row(case: str, sec: float, dev: Any, note: str) -> None:
+        dev_cell = f"{dev:>11.1f}" if isinstance(dev, float) else f"{dev:>11}"
+        print(f"{case:<8}{n:>8}{sec / n * 1e6:>12.2f}{sec / numpy_s:>9.1f}{sec * 1e3:>10.1f}{dev_cell}  {note}")
+
     same = eager_out.tobytes() == graph_out.tobytes()
-    print(f"{'eager':<8}{n:>8}{eager_s / n * 1e6:>12.2f}{eager_s * 1e3:>10.1f}{eager_dev:>11.1f}  "
-          f"bit-identical to graph: {same}")
-    print(f"{'graph':<8}{n:>8}{graph_s / n * 1e6:>12.2f}{graph_s * 1e3:>10.1f}{result.stats.makespan_us:>11.1f}  "
-          f"compile {compile_s:.1f} s, not counted")
-    print(f"{'replay':<8}{n:>8}{replay_s / n * 1e6:>12.2f}{replay_s * 1e3:>10.1f}{result.stats.makespan_us:>11.1f}  "
-          "graph mode's later runs: the recorded timeline replayed")
-    print(f"{'numpy':<8}{n:>8}{numpy_s / n * 1e6:>12.2f}{numpy_s * 1e3:>10.1f}{'-':>11}  "
-          f"same values: {bool(np.array_equal(numpy_out, eager_out))}")
+    row("eager", eager_s, eager_dev, f"bit-identical to graph: {same}")
+    if args.plain:
+        with _switch.plain():
+            plain_s, plain_out, plain_dev = min((eager(n, x0) for _ in range(repeat)), key=lambda r: r[0])
+        row("plain", plain_s, plain_dev, "eager, GRAPHEXEC_PLAIN: same device_us and values: "
+            f"{plain_dev == eager_dev and plain_out.tobytes() == eager_out.tobytes()}")
+    row("graph", graph_s, result.stats.makespan_us, f"compile {compile_s:.1f} s, not counted")
+    row("replay", replay_s, result.stats.makespan_us, "graph mode's later runs: the recorded timeline replayed")
+    row("numpy", numpy_s, "-", f"same values: {bool(np.array_equal(numpy_out, eager_out))}")
     verdict = "meets" if eager_s / n * 1e6 <= TARGET_US else "misses"
-    print(f"eager {verdict} the target of {TARGET_US:.0f} us/op")
+    print(f"eager {verdict} the target of {TARGET_US:.0f} us/op ({eager_s / numpy_s:.1f}x numpy's op in this run)")
     if args.breakdown:
         breakdown(n, x0)
     return 0

@@ -76,6 +76,7 @@ class OpPlan:
     dynamic: bool = False                   # an output's shape depends on the values
     attrs: dict[str, Any] = field(default_factory=dict)
     direct: Direct | None = None            # the kernel's own function, where the runner has one
+    lone: tuple[np.dtype, tuple[int, ...]] | None = None   # its one output's dtype and shape: a plain launch
 
 
 def signature(x: Any) -> tuple[Any, Any]:
@@ -202,7 +203,7 @@ def _build(op: str, args: list[Any], attrs: dict[str, Any], n_out: int) -> OpPla
         if len(typed) == 1 else None
     return OpPlan(op, tuple(names), consts, tuple(typed), runner, task.unit, task.flops, task.bytes,
                   task.block_dim, task.dtype, False, info, math.prod(shape) * dt.itemsize, {"task": info}, dynamic,
-                  dict(attrs), direct)
+                  dict(attrs), direct, None if dynamic or len(typed) != 1 else (dt, shape))
 
 
 def _direct(runner: Any, names: list[str], consts: dict[str, Any],

@@ -77,13 +77,15 @@ class Storage:
         return np.ndarray(shape, dtype, self.data, self.offset)
 
     def __del__(self) -> None:
-        if getattr(self, "ptr", None) is None:   # its malloc raised (out of memory): nothing to free
+        try:
+            ptr, card = self.ptr, self.card
+        except AttributeError:   # its malloc raised (out of memory): nothing to free
             return
-        if self.card.alive:
-            self.card.allocator.free(self.ptr)
+        if card.alive:
+            card.allocator.free(ptr)
             if MEMORY_HOOKS:
                 for hook in MEMORY_HOOKS:
-                    hook(self.card, self.ptr, -self.nbytes)
+                    hook(card, ptr, -self.nbytes)
 
 
 class Tensor(TensorMethods):

@@ -126,15 +126,17 @@ def _planned(k: tuple[Any, ...], op: str, args: list[Any], attrs: dict[str, Any]
         plan = cached(k, op, args, attrs, outputs)
     else:
         PLANS.move_to_end(k)
-    if card is None or plan.view or plan.dynamic or len(plan.outputs) != 1 or not card.alive \
-            or STATE.capture is not None or card.device.checker is not None:
+    lone = plan.lone   # (dtype, shape) of its one output; None for views, several or value-sized outputs
+    if lone is None or card is None or not card.alive or STATE.capture is not None:
+        return _general(op, args, attrs, outputs)
+    dev = card.device
+    if dev.checker is not None:
         return _general(op, args, attrs, outputs)
     stream = card.current
-    _, dt, shape = plan.outputs[0]
     block = Storage(card, plan.nbytes, stream)
-    out = np.ndarray(shape, dt, block.data, block.offset)
-    card.device.launch(DeviceTask("kernel", stream, op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
-                                  plan.dtype, "d2d", None, Kernel(plan, ins, out, card.index), store, plan.meta))
+    out = np.ndarray(lone[1], lone[0], block.data, block.offset)
+    dev.launch(DeviceTask("kernel", stream, op, plan.unit, plan.block_dim, plan.flops, plan.bytes,
+                          plan.dtype, "d2d", None, Kernel(plan, ins, out, card.index), store, plan.meta))
     return Tensor(out, block)
 
 

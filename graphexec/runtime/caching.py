@@ -45,6 +45,13 @@ _NOBODY: frozenset[Any] = frozenset()   # the users of a free block
 # (requested_bytes: the allocations' sign times the size asked for)
 _SIGNS = np.array([[1, 0, 1], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0]], np.int64)
 
+def _unidle(blocks: list[tuple[int, int, int, "Block"]], block: "Block") -> None:
+    """Take ``block`` out of ``blocks``, its pool's idle index, if it is there."""
+    k = bisect.bisect_left(blocks, (block.size, block.segment, block.offset))
+    if k < len(blocks) and blocks[k][3] is block:
+        del blocks[k]
+
+
 def request_size(size: int) -> int:
     """CANN's rounding of a malloc: up to a multiple of 32, plus 32."""
     return -(-size // 32) * 32 + 32
@@ -202,7 +209,12 @@ class CachingAllocator:
         small = need <= SMALL
         if self.pending:
             self._collect()
-        block = self._take(need, stream, small)
+        idle = self._idle.get((stream, small or not rules.torch))
+        if idle and rules.max_split_size is None:   # ``_take``, inline
+            k = bisect.bisect_left(idle, (need,))
+            block = idle.pop(k)[3] if k < len(idle) else None
+        else:
+            block = self._take(need, stream, small)
         if block is None:
             self._misses += 1
             block = self._new_segment(need, stream, small)
@@ -311,9 +323,7 @@ class CachingAllocator:
         """Take ``block`` out of the idle index if it is there (before its size changes)."""
         blocks = self._idle.get((block.stream, block.small))
         if blocks:
-            k = bisect.bisect_left(blocks, (block.size, block.segment, block.offset))
-            if k < len(blocks) and blocks[k][3] is block:
-                del blocks[k]
+            _unidle(blocks, block)
 
     def _new_segment(self, need: int, stream: Any, small: bool) -> Block:
         size = self.rules.segment_size(need)
@@ -347,29 +357,31 @@ class CachingAllocator:
         bisect.insort(idle, (rest, tail.segment, tail.offset, tail))
 
     def _release(self, block: Block) -> None:
+        """``block`` free again: coalesced with free neighbours of its pool, back in the idle
+        index (a segment holds one pool's blocks, so the neighbours' index is its own)."""
         self.counters.log += (block.size << 4 | RELEASE << 1 | block.small, 0)
         block.free = True
         block.used_by = _NOBODY
+        stream, key = block.stream, (block.stream, block.small)
+        idle = self._idle.get(key)
+        if idle is None:
+            idle = self._idle[key] = []
         blocks = self.segments[block.segment]
         i = blocks.index(block)
         if i + 1 < len(blocks):   # coalesce with free neighbours of the same pool: the next one ...
             other = blocks[i + 1]
-            if other.free and not other.events and other.stream is block.stream:
-                self._unidle(other)
+            if other.free and not other.events and other.stream is stream:
+                _unidle(idle, other)
                 block.size += other.size
                 del blocks[i + 1]
         if i > 0:                 # ... then the one before
             other = blocks[i - 1]
-            if other.free and not other.events and other.stream is block.stream:
-                self._unidle(other)
+            if other.free and not other.events and other.stream is stream:
+                _unidle(idle, other)
                 other.size += block.size
                 del blocks[i]
                 block = other
-        key = (block.stream, block.small)   # ``_reidle(block)``, inline
-        idle = self._idle.get(key)
-        if idle is None:
-            idle = self._idle[key] = []
-        bisect.insort(idle, (block.size, block.segment, block.offset, block))
+        bisect.insort(idle, (block.size, block.segment, block.offset, block))   # ``_reidle(block)``, inline
 
     def _block_at(self, ptr: int) -> Block | None:
         bases = sorted(self.segments)

@@ -24,7 +24,7 @@ from graphexec.runtime.kernel_time import task_time
 
 FAST_LOOP = True   # False: every step is ``Simulator._step``
 LONE = True        # False: a lone kernel's wake, start and placement are ``Simulator._step``'s (``_lone``)
-SKIP, GO_ON, DONE, STOP = object(), object(), object(), object()   # what ``_lone`` did
+SKIP, GO_ON, DONE = object(), object(), object()   # what ``_lone`` did
 
 
 def drive(sim: Any, limit: float, cond: Callable[[], bool] | None) -> bool:
@@ -57,9 +57,9 @@ def drive(sim: Any, limit: float, cond: Callable[[], bool] | None) -> bool:
                 or (len(ready) > 1 and ready[1][0] <= t)):
             if not ready and not (cohorts or active or dirty) and LONE:   # a stream's wake on an idle device
                 took = _lone(sim, t, limit, cond)
-                if took is not SKIP:
-                    if took is not GO_ON:
-                        return took is DONE
+                if took is DONE:
+                    return True
+                if took is GO_ON:
                     continue
             step(limit)
             continue
@@ -145,8 +145,8 @@ def _lone(sim: Any, t: float, limit: float, cond: Callable[[], bool] | None) -> 
     its blocks on the idle cores when they are ready; here both, with the same
     assignments and floats in the same order, the same ``seq`` drawn and the condition
     checked between them, then its end as the loop ends a lone kernel (``_end``). SKIP:
-    not that case, nothing done; GO_ON: the loop goes on from here; DONE / STOP: ``drive``
-    returns True (``cond`` held) / False (the next event is past ``limit``)."""
+    not that case, nothing done; GO_ON: the loop goes on from here; DONE: ``cond`` held
+    while its blocks ran, ``drive`` returns True."""
     timers = sim._timers
     _, _, fn, s = timers[0]
     if fn is not sim._wake:
@@ -172,28 +172,25 @@ def _lone(sim: Any, t: float, limit: float, cond: Callable[[], bool] | None) -> 
         head.blocks_left, head.block_us, head.block_bytes = task_time(sim._times, sim.profile, head)
         head.ready_t = ready_t = now + sim._overhead
         s.active = head
-        ready = sim._ready
-        ready.append((ready_t, next(sim._seq), head))
+        entry = (ready_t, next(sim._seq), head)   # its place in the ready FIFO, put there if it waits
     except BaseException:
         queue.popleft()
         sim._drop(head)
         raise
     queue.popleft()
-    cores, dirty, active = sim.cores, sim._dirty, sim._active
+    cores, dirty, active, ready = sim.cores, sim._dirty, sim._active, sim._ready
     if dirty or active or cores.cohorts:   # its start did more: ``_settle`` as the step ends
+        ready.append(entry)
         sim._settle()
         return GO_ON
     if cores.stale:   # ``_settle``'s ``retime`` with nothing running
         cores.stale, cores.next_t = False, cores.t + INF
-    if cond is not None and cond():
-        return DONE
-    if len(ready) != 1 or cores.next_t != INF or (timers and timers[0][0] <= ready_t):
-        return GO_ON   # something else comes first, or with it
-    if ready_t > limit:
-        return STOP
+    if (ready or cores.next_t != INF or (timers and timers[0][0] <= ready_t) or ready_t > limit
+            or (cond is not None and cond())):   # something else first or with it, a stop, or cond holds
+        ready.append(entry)
+        return GO_ON   # the loop checks cond, as after the plain step, and goes on from the FIFO
     if ready_t > sim.now:   # the loop's lone placement
         sim.now = ready_t
-    ready.popleft()
     pool, n = head.pool, head.blocks_left
     if s.core_limit is not None or not 0 < n <= cores.free[pool]:   # a cap, waves or no core: ``place_alone``
         if cores.place_alone(head, ready_t):
