@@ -50,7 +50,8 @@ def _observe(ops: int, memory: bool = True) -> tuple:
                               on_trace_ready=lambda p: None) as prof:
         values = _program(ops)
         prof.step()
-    runs, samples = prof._saved
+    taken = prof._saved   # what the saved step recorded (``_prof_steps.Taken``)
+    runs, samples = taken.runs, (taken.memory, taken.blocks)
     card = STATE.card()
     dev = card.device
     tasks = [tuple(getattr(t, f) for f in _FIELDS) + (t.stream.id,) for t in dev.sim.finished]
