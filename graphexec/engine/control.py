@@ -82,7 +82,7 @@ class Body:
         for name, value in zip(self.formal, values):
             ctx.write(name, value, streams[0])
         steps = plan.card_steps()   # the body's kernels as a replay calls them (``Steps.inline``), where it may
-        if steps is not None:
+        if steps is not None and steps.binds_any():
             ctx.log = {}   # the kernels' starts and end are the ones given here (as a multi-card run's)
             ctx.starts, ctx.log_end = steps.inline(ctx, alone=True)   # a body's iterations run one at a time
         pending = [len(streams)]

@@ -73,6 +73,7 @@ class Steps:
         self._version = 0
         self._program: tuple[Tape, int, replay_code.Program] | None = None
         self._seen: tuple[Tape | None, int, int] = (None, 0, 0)
+        self._any = (-1, False)   # ``binds_any`` for a version
 
     def _direct(self, i: int, task: Task, ctx: ExecContext) -> bool:
         """Make step ``i`` a direct call of its kernel, where its runner and values allow."""
@@ -265,6 +266,14 @@ class Steps:
                 if ctx.views is not views:   # a run-time allocation: later reads look again
                     views = ctx.views
                     self._plain_after(tape, k)
+
+    def binds_any(self) -> bool:
+        """Whether any step starts other than through its KernelCall (direct, held or chained):
+        where none does, ``inline``'s starts would only wrap the plain path."""
+        self._refresh()
+        if self._any[0] != self._version:
+            self._any = (self._version, any(r is not None for r in self.runners) or any(self.held))
+        return self._any[1]
 
     def inline(self, ctx: ExecContext, alone: bool = False) -> tuple[list[Callable[[], Any]], Callable[[Any], None]]:
         """Each kernel's start and the one end, for a run that computes during its simulation
