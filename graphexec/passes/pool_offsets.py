@@ -48,7 +48,8 @@ def best_fit(items: list[Lifetime], clash: list[list[int]], order: Order,
     sizes = [it.size for it in items]
     peak = 0
     stop = cap if cap is not None else -1
-    for i in sorted(range(len(items)), key=lambda i: order(items[i], len(clash[i]))):
+    keys = [order(it, len(c)) for it, c in zip(items, clash)]   # one call per item, not two
+    for i in sorted(range(len(items)), key=keys.__getitem__):
         size = sizes[i]
         live = sorted([(offsets[j], sizes[j]) for j in clash[i] if offsets[j] >= 0])
         best, best_gap, cursor = -1, -1, 0
