@@ -109,13 +109,14 @@ def bind_layer_norm(ctx: OpContext, x: Any, scale: Any, b: Any = None, out: np.n
     eps = x.dtype.type(ctx.attr("epsilon", 1e-5))
     count = np.intp(math.prod(x.shape[i] for i in red))
     into = out if fits(out, x.shape, x.dtype) and not np.may_share_memory(out, x) else None
-    if count == x.size and eps > 0:   # one row (a decode step's): its statistics as scalars
+    if count == x.size and eps > 0 and count < 1 << 24:   # one row (a decode step's): its statistics as scalars
         row = _one_row(x, scale, b, into)
         if row is not None:
             flat, y, w, bias = row
             shaped = y.reshape(x.shape) if into is None else into
-            return partial(_layer_norm_row, flat, y, w, bias, float(count), eps.item(), np.empty(x.size, x.dtype),
-                           np.empty((), x.dtype), x.dtype.type, shaped, out=into)
+            f = x.dtype.type
+            return partial(_layer_norm_row, flat, y, w, bias, f(count), eps, np.empty(x.size, x.dtype),
+                           np.empty((), x.dtype), f, shaped, out=into)
     keep = tuple(1 if i in red else d for i, d in enumerate(x.shape))
     mean, var, sq = np.empty(keep, x.dtype), np.empty(keep, x.dtype), np.empty(x.shape, x.dtype)
     return partial(_layer_norm, x, scale, b, red, eps, count, mean, var, sq, out=into)
@@ -162,21 +163,20 @@ def _flat(a: np.ndarray) -> np.ndarray | None:
     return a.reshape(-1) if a.flags.c_contiguous else None
 
 
-def _layer_norm_row(x: np.ndarray, y: np.ndarray, scale: np.ndarray, b: np.ndarray | None, count: float,
-                    eps: float, sq: np.ndarray, inv: np.ndarray, f: Any, shaped: np.ndarray,
+def _layer_norm_row(x: np.ndarray, y: np.ndarray, scale: np.ndarray, b: np.ndarray | None, count: Any,
+                    eps: Any, sq: np.ndarray, inv: np.ndarray, f: Any, shaped: np.ndarray,
                     out: np.ndarray | None) -> np.ndarray:
     """``_layer_norm`` on one contiguous row, bit for bit: the same pairwise sums (``add.reduce``
-    of the row), the count division in float64 rounded to the dtype, and the float32 steps
-    (``+ eps``, sqrt, ``1 /``) in Python floats rounded after each, which gives the same
-    bits (a float64 result of +, /, sqrt rounded to float32 is the correctly rounded float32
-    one). Seven numpy calls, no broadcasting, instead of eleven on the keepdims shapes.
-    ``y`` is a flat view of ``out`` where given (``shaped`` is then ``out``)."""
-    mean = f(float(np.add.reduce(x)) / count)
-    inv[()] = mean
+    of the row), then the statistics as scalars of the dtype (``count`` and ``eps`` are). The
+    kernel divides by the count in float64 and rounds; the dtype's own division of the same
+    operands is that correctly rounded quotient (a float64 result of +, /, sqrt rounded to
+    float32 is the correctly rounded float32 one, and the count below 2**24 is exact); sqrt
+    is float64's, rounded. Seven numpy calls and no broadcasting, where the kernel makes
+    eleven on the keepdims shapes. ``y`` is a flat view of ``out`` where given (``shaped`` is then ``out``)."""
+    inv[()] = np.add.reduce(x) / count
     np.subtract(x, inv, y)
     np.multiply(y, y, sq)
-    var = f(f(float(np.add.reduce(sq)) / count) + eps)
-    inv[()] = f(1.0 / f(math.sqrt(var)))
+    inv[()] = 1 / f(math.sqrt(np.add.reduce(sq) / count + eps))
     np.multiply(y, inv, y)
     np.multiply(y, scale, y)
     if b is not None:
