@@ -167,9 +167,7 @@ def _lone(sim: Any, t: float, limit: float, cond: Callable[[], bool] | None) -> 
         head.start_t = now
         if head.start_fn is not None:
             head.result = head.start_fn()
-        unit, dtype = head.unit, head.dtype
-        head.pool = (sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype))[0]
-        head.blocks_left, head.block_us, head.block_bytes = task_time(sim._times, sim.profile, head)
+        head.pool, (head.blocks_left, head.block_us, head.block_bytes) = _cost(sim, head)
         head.ready_t = ready_t = now + sim._overhead
         s.active = head
         entry = (ready_t, next(sim._seq), head)   # its place in the ready FIFO, put there if it waits
@@ -197,6 +195,21 @@ def _lone(sim: Any, t: float, limit: float, cond: Callable[[], bool] | None) -> 
             active.append(head)
         return GO_ON
     return _run_alone(sim, head, pool, n, ready_t, limit, cond)
+
+
+def _cost(sim: Any, task: Any) -> tuple[str, tuple[int, float, float]]:
+    """``_queue_blocks``' pool and ``task_time`` of ``task``, remembered per meta object in the
+    simulator's ``_times`` (an eager op's tasks share their plan's meta and cost fields),
+    the entry checked against the task's fields and meta, so a changed field is looked up."""
+    meta, unit, dtype, flops, nbytes, dim = task.meta, task.unit, task.dtype, task.flops, task.bytes, task.block_dim
+    memo = sim._times
+    hit = memo.get(id(meta))
+    if (hit is not None and hit[0] is meta and hit[1] == unit and hit[2] == dtype and hit[3] == flops
+            and hit[4] == nbytes and hit[5] == dim):
+        return hit[6]   # type: ignore[no-any-return]
+    made = ((sim._kinds.get((unit, dtype)) or sim._kind(unit, dtype))[0], task_time(memo, sim.profile, task))
+    memo[id(meta)] = (meta, unit, dtype, flops, nbytes, dim, made)
+    return made
 
 
 def _run_alone(sim: Any, task: Any, pool: str, n: int, at: float, limit: float,
