@@ -16,7 +16,7 @@ from graphexec.errors import DeviceError, GraphExecError
 from graphexec.npu import _launch
 from graphexec.npu._checks import instance
 from graphexec.npu._state import HIGH, NORMAL, STATE, Card, parse_device
-from graphexec.runtime.codes import RT_EVENT_NOT_COMPLETE, acl_error, invalid_handle
+from graphexec.runtime.codes import RT_EVENT_NOT_COMPLETE, RT_STREAM_CONTEXT, acl_error, invalid_handle
 from graphexec.runtime.stream import Event as RtEvent
 from graphexec.runtime.stream import Stream as RtStream
 
@@ -80,6 +80,11 @@ class Stream:
         if event.rt is None or not event.recorded:
             return   # never recorded: nothing to wait for, as in torch
         ev, card = event.rt, self.card
+        if event.card is not card:   # its record is on another simulator's clock: nothing would wake the wait
+            if event.card is not None:
+                event.card.check()
+            raise acl_error(RT_STREAM_CONTEXT, f"Stream.wait_event: the event was recorded on "
+                            f"{event.card.name if event.card else '?'}, the stream is on {card.name}")
         _launch.submit(card, lambda: card.device.stream_wait_event(rt, ev))
 
     def wait_stream(self, stream: Stream) -> None:

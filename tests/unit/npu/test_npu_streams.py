@@ -138,3 +138,29 @@ def test_set_stream_limit_caps_the_cores_of_its_kernels():
     npu.reset_stream_limit(s)
     with pytest.raises(GraphExecError, match="cube_num"):
         npu.set_stream_limit(s, 0, 4)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_waiting_on_a_reset_or_other_cards_event_is_refused_and_the_card_runs_on(monkeypatch, plain):
+    """An event recorded on a card that was since reset (or on another card) lives on another
+    simulator's clock: a wait on it was accepted and nothing could wake it, so the stream never
+    ran again ('simulation stalled' at every later call; issue 39's eager fuzz). Refused at the
+    wait now, on the lone-kernel shortcut and on the plain path alike."""
+    if plain:
+        monkeypatch.setenv("GRAPHEXEC_PLAIN", "1")
+    npu.init(device_count=2)
+    npu.ones(64, 64, device="npu") @ npu.ones(64, 64, device="npu")   # the old card's clock runs ahead
+    old = npu.Event()
+    old.record()
+    npu.reset_device()
+    with pytest.raises(GraphExecError, match=r"\(107017\): device npu:0 was reset"):
+        npu.current_stream().wait_event(old)
+    with pytest.raises(GraphExecError, match=r"\(107017\)"):
+        old.wait()
+    other = npu.Event()
+    other.record(npu.Stream(device="npu:1"))
+    with pytest.raises(GraphExecError, match=r"ACL_ERROR_RT_STREAM_CONTEXT \(107003\): Stream.wait_event: the event "
+                                             r"was recorded on npu:1, the stream is on npu:0"):
+        npu.current_stream().wait_event(other)
+    assert (npu.ones(3, device="npu") + 1).cpu().numpy().tolist() == [2.0, 2.0, 2.0]
+    npu.synchronize()
