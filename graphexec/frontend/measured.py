@@ -3,7 +3,7 @@ one) and Chrome-format kernel traces (PyTorch's Kineto profiler, Perfetto, graph
 
 - op_summary: columns ``Op Name``, ``OP Type``, ``Task Duration(us)`` (and ``Input Shapes``,
   ``Task Type`` when present); CANN's op types become ONNX's (``CANN_TO_ONNX``: Conv2D is
-  Conv). Copies and other non-kernel rows (``MEMCPY_ASYNC``, events) are skipped; an op listed
+  Conv). Copies and other non-kernel rows (``MEMCPY_ASYNC``, collectives' ``HCCL``, events) are skipped; an op listed
   several times (steps, iterations) takes its mean.
 - kernel trace: complete events (``"ph": "X"``) of category ``kernel`` / ``gpu_kernel``.
   graphexec's own trace names the op in ``args.node``/``args.op``. A Kineto trace names
@@ -27,7 +27,7 @@ from graphexec._render import csv_value
 from graphexec.errors import CalibrationError
 from graphexec.plan.measured import MeasuredOp, MeasuredTimes
 
-SKIP_TASK_TYPES = {"MEMCPY_ASYNC", "EVENT_RECORD", "EVENT_WAIT", "NOTIFY_RECORD", "NOTIFY_WAIT", "WRITE_VALUE"}
+SKIP_TASK_TYPES = {"MEMCPY_ASYNC", "HCCL", "EVENT_RECORD", "EVENT_WAIT", "NOTIFY_RECORD", "NOTIFY_WAIT", "WRITE_VALUE"}
 KERNEL_CATS = {"kernel", "gpu_kernel"}
 # CANN's op types in a real op_summary -> the ONNX op types of the graph (the common ones; an op
 # ATC adds, such as TransData, has none and matches no task)

@@ -31,7 +31,7 @@ from graphexec.profiling.explain import PIPE_BOUND, message
 from graphexec.profiling.hta import analyses
 from graphexec.profiling.profile_fields import cause_fields
 from graphexec.profiling.record import RunRecord
-from graphexec.profiling.summary import op_rows, roofline
+from graphexec.profiling.summary import NOT_KERNELS, op_rows, roofline
 
 TOP = 5
 NEGLIGIBLE = 1.05     # a counterfactual that buys less than 5% names no cause
@@ -112,7 +112,7 @@ def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
     with no plan (eager, ACL) by replaying its tasks (``replay_causes.py``)."""
     if getattr(record, "plan", None) is None:
         return diagnose_planless(record, stats)
-    rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
+    rows = [r for r in op_rows(record) if r["Task Type"] not in NOT_KERNELS]
     n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
     n.update(advisor_numbers(record, rows, stats), streams=stats.num_streams)
     base, exps = cf.experiments(record.plan, record.graph_mode)
@@ -134,7 +134,7 @@ def diagnose(record: RunRecord, stats: Any) -> Diagnosis:
 def diagnose_planless(record: Any, stats: Any) -> Diagnosis:
     """The measured causes of a run with no plan: launch, dispatch, memory and compute by
     replay; no actions (nothing to compile again) and no what-if over streams."""
-    rows = [r for r in op_rows(record) if r["Task Type"] != "MEMCPY_ASYNC"]
+    rows = [r for r in op_rows(record) if r["Task Type"] not in NOT_KERNELS]
     n: dict[str, float] = {k: getattr(stats, k) for k in STAT_KEYS}
     n.update(advisor_numbers(record, rows, stats), streams=stats.num_streams)
     base, exps = replay_causes.experiments(record.tasks, record.profile)

@@ -8,6 +8,11 @@ than the fixed cost of a task (device dispatch or host launch, whichever is larg
 Host Kernel says what computed the task's values on the host: "own" (graphexec's numpy
 kernel) or "reference" (onnx.reference's Python, far slower: the ops to look at when a run
 is slow on the host; the run summary gives their host time).
+
+Collectives are rows too, as msprof and torch_npu list them: Task Type ``HCCL``, OP Type
+the HCOM name (``hcom_allReduce_``), Op Name that with ``_<n>_<rank>`` (the n-th such call
+of the record on that rank, as communication.json's keys count them), Bytes the rank's
+buffer, Bound ``communication``; they are left out of the kernel causes (``KERNEL_ROWS``).
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from graphexec._render import csv_cell
-from graphexec.profiling.counters import work
+from graphexec.profiling.counters import WORK
 from graphexec.profiling.record import RunRecord
 
 SUMMARY_COLUMNS = ("Op Name", "OP Type", "Task Type", "Stream ID", "Task Start Time(us)", "Task Duration(us)",
                    "Task Wait Time(us)", "Block Dim", "Input Shapes", "Input Data Types", "Output Shapes",
                    "Output Data Types", "FLOPs", "Bytes", "Bound", "Host Kernel")
+HCOM_TYPES = {"HcclAllReduce": "hcom_allReduce_", "HcclAllGather": "hcom_allGather_",
+              "HcclReduceScatter": "hcom_reduceScatter_", "HcclBroadcast": "hcom_broadcast_",
+              "HcclSend": "hcom_send_", "HcclRecv": "hcom_receive_"}
+NOT_KERNELS = ("MEMCPY_ASYNC", "HCCL")   # Task Types that are no kernel of the run's own
 STATISTIC_COLUMNS = ("OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)",
                      "Max Time(us)", "Ratio(%)")
 
@@ -45,7 +54,10 @@ def roofline(t: Any, profile: Any) -> tuple[str, float, float]:
 
 
 def task_type(t: Any, profile: Any) -> str:
-    """msprof's Task Type: AI_CORE, AI_VECTOR_CORE (vector units of a separated device), AI_CPU."""
+    """msprof's Task Type: AI_CORE, AI_VECTOR_CORE (vector units of a separated device), AI_CPU,
+    MEMCPY_ASYNC, HCCL."""
+    if t.kind == "hccl":
+        return "HCCL"
     if t.kind == "memcpy":
         return "MEMCPY_ASYNC"
     if t.unit == "aicpu":
@@ -92,6 +104,22 @@ def _row(t: Any, wait: float, graph: Any, profile: Any, runners: Any) -> dict[st
             "Bound": roofline(t, profile)[0], "Host Kernel": _host_kernel(t, runners)}
 
 
+def hcom_type(name: str) -> str:
+    """The HCOM op type of a collective task named ``HcclAllReduce`` (or ``HcclAllReduce x``)."""
+    call = name.split(" ")[0]
+    return HCOM_TYPES.get(call, call)
+
+
+def _comm_row(t: Any, wait: float, n: int) -> dict[str, Any]:
+    """A collective's row: the rank's part, from its call to the last rank's end."""
+    op = hcom_type(t.name)
+    return {"Op Name": f"{op}_{n}_{t.meta.get('rank', '')}", "OP Type": op, "Task Type": "HCCL",
+            "Stream ID": t.stream.id, "Task Start Time(us)": t.start_t, "Task Duration(us)": t.end_t - t.start_t,
+            "Task Wait Time(us)": wait, "Block Dim": 0, "Input Shapes": "", "Input Data Types": "",
+            "Output Shapes": "", "Output Data Types": "", "FLOPs": 0, "Bytes": int(round(t.bytes)),
+            "Bound": "communication", "Host Kernel": ""}
+
+
 def _runners(record: Any) -> Any:
     """The runners of the record's plan by task id (none for a record without one)."""
     return getattr(getattr(record, "plan", None), "runners", None) or {}
@@ -108,15 +136,27 @@ def _host_kernel(t: Any, runners: Any) -> str:
     return "reference" if getattr(runner, "uses_fallback", False) else "own"
 
 
+def _done(tasks: Iterable[Any]) -> list[Any]:
+    """The kernels, copies and collectives that ran, in start order."""
+    return sorted([t for t in tasks if t.kind in (*WORK, "hccl") and t.start_t is not None and t.end_t is not None],
+                  key=lambda t: (t.start_t, t.seq))
+
+
 def op_rows(record: RunRecord | Any) -> list[dict[str, Any]]:
-    """One row per kernel or copy in start order. Task Wait Time is msprof's: the gap
-    between the end of the previous task on the same stream and this task's start."""
+    """One row per kernel, copy or collective in start order. Task Wait Time is msprof's:
+    the gap between the end of the previous task on the same stream and this task's start."""
     last_end: dict[int, float] = {}
+    calls: dict[str, int] = {}
     rows = []
-    for t in work(record.tasks):
-        wait = t.start_t - last_end[t.stream.id] if t.stream.id in last_end else 0.0
+    for t in _done(record.tasks):
+        wait = max(0.0, t.start_t - last_end[t.stream.id]) if t.stream.id in last_end else 0.0
         last_end[t.stream.id] = t.end_t
-        rows.append(_row(t, max(0.0, wait), record.graph, record.profile, _runners(record)))
+        if t.kind == "hccl":
+            op = hcom_type(t.name)
+            n = calls[op] = calls.get(op, -1) + 1
+            rows.append(_comm_row(t, wait, n))
+        else:
+            rows.append(_row(t, wait, record.graph, record.profile, _runners(record)))
     return rows
 
 

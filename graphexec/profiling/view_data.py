@@ -18,6 +18,7 @@ from typing import Any
 
 from graphexec._render import csv_value
 from graphexec.errors import GraphExecError
+from graphexec.profiling.summary import hcom_type
 from graphexec.profiling.timeline import CORES_COUNTER, HBM_COUNTER, QUEUE_COUNTER
 from graphexec.profiling.view_schema import checked
 
@@ -116,7 +117,7 @@ def profile_files(path: str | Path) -> list[Path]:
 
 
 def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The op table: the csv's rows, or the trace's kernels and copies when there is none."""
+    """The op table: the csv's rows, or the trace's kernels, copies and collectives when there is none."""
     if path is not None:
         try:
             with open(path, newline="", encoding="utf-8") as f:
@@ -125,10 +126,16 @@ def _rows(path: Path | None, events: list[dict[str, Any]]) -> list[dict[str, Any
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise GraphExecError(f"{path}: not an op summary: {e}") from None
     return [{**({"Device_id": e["args"]["device"]} if "device" in e.get("args", {}) else {}),
-             "Op Name": e["name"], "OP Type": e.get("args", {}).get("op", e["cat"]), "Stream ID": e["tid"],
+             "Op Name": e["name"], "OP Type": _op_type(e), "Stream ID": e["tid"],
+             **({"Task Type": "HCCL", "Bound": "communication"} if e["cat"] == "hccl" else {}),
              "Task Start Time(us)": f"{e['ts']:.3f}", "Task Duration(us)": f"{e['dur']:.3f}",
              "Block Dim": e.get("args", {}).get("block_dim", "")}
-            for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "memcpy")]
+            for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "memcpy", "hccl")]
+
+
+def _op_type(e: dict[str, Any]) -> str:
+    """A trace event's op type: its ``args.op``, a collective's HCOM type, else its category."""
+    return hcom_type(e["name"]) if e["cat"] == "hccl" else e.get("args", {}).get("op", e["cat"])
 
 
 def _pick(doc: dict[str, Any]) -> tuple[int | None, dict[str, Any], set[int]]:
