@@ -205,8 +205,13 @@ class Simulator:
                 continue
             streams = sorted(dirty, key=_by_priority)
             dirty.clear()
-            for s in streams:
-                self._run_stream(s)
+            for i, s in enumerate(streams):
+                try:
+                    self._run_stream(s)
+                except BaseException:   # a start raised: the streams after it are woken again now
+                    for later in streams[i + 1:]:
+                        self._at(self.now, self._wake, later)
+                    raise
         if self._active:
             self.cores.fill(self._active, self.now)
         cores = self.cores

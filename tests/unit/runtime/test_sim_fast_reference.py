@@ -224,8 +224,13 @@ class PlainSimulator:
                 continue
             ready = sorted(dirty, key=_by_priority)
             dirty.clear()
-            for s in ready:
-                self._run_stream(s)
+            for i, s in enumerate(ready):
+                try:
+                    self._run_stream(s)
+                except BaseException:   # a start raised: the streams after it are woken again now
+                    for later in ready[i + 1:]:
+                        self._at(self.now, self._dirty.add, later)
+                    raise
         if self._active:
             self._fill_cores()
         if self.cores.stale:
