@@ -106,10 +106,14 @@ class Steps:
         self.outs[i] = _NEVER if out is None else out
         self.runners[i], self.args[i] = runner, tuple(args)
         self.into[i] = into = out if out is not None or runner.single is None else views.get(runner.single)
-        if bound is not None and isinstance(getattr(bound, "__self__", None), repeat) and into is not None:
-            res = bound()   # a view bind's views, made at bind time: the same array every run, no math to do
-            if type(res) is np.ndarray and res.shape == into.shape and res.dtype == into.dtype:
+        if bound is not None and isinstance(getattr(bound, "__self__", None), repeat):
+            res = bound()   # a view bind's views, made at bind time: the same arrays every run, no math to do
+            if into is not None and type(res) is np.ndarray and res.shape == into.shape and res.dtype == into.dtype:
                 self.ends[i] = partial(into.__setitem__, Ellipsis)   # ``_store``'s copy, checked once
+            elif into is None and type(res) is tuple:   # a Split's: each view into its output's, checked once
+                pairs = _copies(runner.node.outputs, res, views)
+                if pairs:
+                    self.ends[i] = partial(_copy_each, pairs)
         return True
 
     def _hold(self, i: int, ctx: ExecContext) -> bool:
@@ -328,6 +332,28 @@ class Steps:
         for i, runner in enumerate(self.runners):
             if (runner is not None or self.held[i]) and starts[i] > k:
                 self.plain(i)
+
+
+def _copies(names: list[str], res: tuple[Any, ...], views: dict[str, Any]) -> tuple[tuple[Any, Any], ...]:
+    """(output's planned view, view bind's array) for each named output of a multi-output view
+    bind (``Steps._direct``), where each fits its view exactly; empty otherwise (the plain store)."""
+    pairs = []
+    if len(res) != len(names):
+        return ()
+    for name, value in zip(names, res):
+        if not name:
+            continue
+        dst = views.get(name)
+        if dst is None or type(value) is not np.ndarray or value.shape != dst.shape or value.dtype != dst.dtype:
+            return ()
+        pairs.append((dst, value))
+    return tuple(pairs)
+
+
+def _copy_each(pairs: tuple[tuple[np.ndarray, np.ndarray], ...], res: Any) -> None:
+    """A multi-output view bind's end: ``_store``'s copies, their checks made once (``_copies``)."""
+    for dst, src in pairs:
+        dst[...] = src
 
 
 def _store_one(store: Callable[[dict[str, Any]], None], name: str, res: Any) -> None:

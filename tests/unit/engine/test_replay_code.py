@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 import graphexec as gx
 from graphexec.engine import replay_code
+from graphexec.engine.steps import _copy_each
 from graphexec.errors import KernelError
 from tests.unit.engine.test_decode_steps import _check_plain
 from tests.unit.engine.test_replay_steps import FEEDS, _chain, _model, _relu_fn, _vi
@@ -77,7 +78,9 @@ def test_the_decoder_replays_through_its_program_as_the_plain_path():
             feeds[f"past_key_values.{i}.{w}"] = rng.standard_normal((1, 2, 6, 8)).astype(np.float32)
     session = gx.Session(graph)
     results = [session.run(feeds) for _ in range(replay_code.AFTER_REPLAYS + 3)]
-    assert _steps(session, feeds)._program is not None
+    steps = _steps(session, feeds)
+    assert steps._program is not None
+    assert any(getattr(e, "func", None) is _copy_each for e in steps.ends)   # the Splits' views, copied as checked
     _check_plain(graph, feeds, results)
     other = dict(feeds, input_ids=np.array([[9]], np.int64))
     _check_plain(graph, other, [session.run(other)])   # new values through the same program
