@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from graphexec.acl._args import numpy_dtype
 from graphexec.acl._launch import Tensor, launch_callback, launch_kernel, tensor
 from graphexec.acl._memory import (
     free,
@@ -47,6 +46,7 @@ from graphexec.acl._peer import (
 from graphexec.acl.state import STATE, Context, api, live
 from graphexec.errors import AclError
 from graphexec.runtime import codes
+from graphexec.runtime.argcheck import numpy_dtype
 from graphexec.runtime.codes import (
     CALLBACK_BLOCK,
     CALLBACK_NO_BLOCK,

@@ -17,11 +17,11 @@ from typing import Any, Callable, NamedTuple, Sequence, cast
 
 import numpy as np
 
-from graphexec.acl._args import numpy_dtype
 from graphexec.acl.state import STATE, api, checked
 from graphexec.kernels import registry
 from graphexec.kernels.cost import cube_dtype, node_cost, work
 from graphexec.runtime import codes
+from graphexec.runtime.argcheck import numpy_dtype
 from graphexec.runtime.codes import acl_error, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.profiles import ROLES

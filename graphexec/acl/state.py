@@ -17,9 +17,9 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from graphexec.acl._args import checking
 from graphexec.errors import AclError
 from graphexec.runtime import codes
+from graphexec.runtime.argcheck import checking
 from graphexec.runtime.codes import acl_error, invalid_handle, invalid_param
 from graphexec.runtime.device import Device
 from graphexec.runtime.memory import BASE_ADDRESS, DEVICE_STRIDE
@@ -199,7 +199,7 @@ STATE = State()
 
 
 def api(fn: F) -> F:
-    """Check an ACL entry's arguments against its annotations (``_args.py``), then serialize
+    """Check an ACL entry's arguments against its annotations (``runtime/argcheck.py``), then serialize
     the call: the emulated runtime is shared by every host thread (HCCL's entries too, which
     check their own arguments)."""
     body = checked(fn) if fn.__module__.startswith("graphexec.acl") else fn
@@ -213,8 +213,8 @@ def api(fn: F) -> F:
 
 
 def checked(fn: F) -> F:
-    """``fn`` with its arguments checked against its annotations (``_args.py``), no lock."""
-    return functools.wraps(fn)(checking(fn))  # type: ignore[return-value]
+    """``fn`` with its arguments checked against its annotations (``runtime/argcheck.py``), no lock."""
+    return checking(fn, f"acl.{fn.__name__}")  # type: ignore[return-value]
 
 
 def live(handle: Any, cls: type[Any], kind: str) -> Any:

@@ -18,7 +18,7 @@ Example (the runtime article's prefetch):
 
 from __future__ import annotations
 
-from graphexec.npu import ops, profiler
+from graphexec.npu import _entries, ops, profiler
 from graphexec.npu._devices import (
     current_device,
     device_count,
@@ -124,3 +124,5 @@ __all__ = [
     "where",
     "zeros_like",
 ]
+
+_entries.check_entries(globals(), __all__, (Tensor, Stream, Event))

@@ -53,14 +53,6 @@ def operand(x: Any, op: str) -> None:
                         f"{type(x).__name__}")
 
 
-def instance(x: Any, kind: type, where: str, optional: bool = False) -> None:
-    """``x`` is a ``kind`` (or None when ``optional``)."""
-    if (x is None and optional) or isinstance(x, kind):
-        return
-    want = f"an npu.{kind.__name__}" + (" or None" if optional else "")
-    raise invalid_param(f"{where}: expects {want}, got {type(x).__name__}")
-
-
 def value_of(x: Any, dtype: np.dtype, where: str, scalar: bool = False) -> np.ndarray:
     """``x`` (a number, or numbers) as an array of ``dtype``, converted here at the call, not
     inside a task on the stream (where a failure stalled the card's stream for good)."""

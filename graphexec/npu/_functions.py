@@ -5,14 +5,17 @@ them as ``npu.tensor`` does."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from graphexec.errors import GraphExecError
+from graphexec.npu._checks import device_dtype, host_bytes
 from graphexec.npu._factories import full, ones, tensor, zeros
 from graphexec.npu._tensor import Tensor
 from graphexec.npu.ops import run_op
+from graphexec.runtime.codes import invalid_param
 
 
 def _tensors(xs: Sequence[Any], name: str) -> list[Tensor]:
@@ -74,12 +77,24 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor: 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor: return x.clamp(min, max)
 
 
-def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None) -> Tensor:
+def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None, device: Any = None) -> Tensor:
     """torch.arange: int64 for whole-number bounds, else float32, unless ``dtype`` says."""
     lo, hi = (0, start) if end is None else (start, end)
     ints = all(isinstance(v, (int, np.integer)) for v in (lo, hi, step))
-    arr = np.arange(lo, hi, step, dtype=dtype if dtype is not None else (np.int64 if ints else np.float32))
+    dt = device_dtype(dtype if dtype is not None else (np.int64 if ints else np.float32), "npu.arange")
+    host_bytes((_count(lo, hi, step),), dt.itemsize, "npu.arange")
+    arr = np.arange(lo, hi, step, dtype=dt)
     return tensor(arr, dtype=arr.dtype, device=device)
+
+
+def _count(lo: float, hi: float, step: float) -> int:
+    """How many values ``arange`` makes, worked out before numpy is asked to make them."""
+    try:
+        if all(math.isfinite(v) for v in (lo, hi, step)) and step != 0:
+            return max(0, math.ceil((hi - lo) / step))
+    except OverflowError:
+        pass
+    raise invalid_param(f"npu.arange: needs finite bounds and a nonzero step, got {lo!r}, {hi!r}, {step!r}")
 
 
 def _like(x: Tensor, maker: Any, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:

@@ -14,7 +14,6 @@ from typing import Any, Iterator
 
 from graphexec.errors import DeviceError, GraphExecError
 from graphexec.npu import _launch
-from graphexec.npu._checks import instance
 from graphexec.npu._state import HIGH, NORMAL, STATE, Card, parse_device
 from graphexec.runtime.codes import RT_EVENT_NOT_COMPLETE, RT_STREAM_CONTEXT, acl_error, invalid_handle
 from graphexec.runtime.stream import Event as RtEvent
@@ -74,8 +73,8 @@ class Stream:
         return -1 if self.rt.priority == HIGH else 0
 
     def wait_event(self, event: Event) -> None:
-        """Work launched later on this stream waits for ``event``'s newest record."""
-        instance(event, Event, "Stream.wait_event")
+        """Work launched later on this stream waits for ``event``'s newest record (the arguments'
+        kinds are checked by ``_entries.py``, from the annotations, for every public entry)."""
         rt = self.check()
         if event.rt is None or not event.recorded:
             return   # never recorded: nothing to wait for, as in torch
@@ -89,11 +88,9 @@ class Stream:
 
     def wait_stream(self, stream: Stream) -> None:
         """Work launched later on this stream waits for all work launched so far on ``stream``."""
-        instance(stream, Stream, "Stream.wait_stream")
         self.wait_event(stream.record_event())
 
     def record_event(self, event: Event | None = None) -> Event:
-        instance(event, Event, "Stream.record_event", optional=True)
         event = event if event is not None else Event()
         event.record(self)
         return event
@@ -132,7 +129,6 @@ class Event:
         self.recorded = False   # a record was launched or captured (a captured one has no record task yet)
 
     def record(self, stream: Stream | None = None) -> None:
-        instance(stream, Stream, "Event.record", optional=True)
         stream = stream if stream is not None else current_stream()
         rt = stream.check()
         card = stream.card
@@ -145,7 +141,6 @@ class Event:
         self.recorded = True
 
     def wait(self, stream: Stream | None = None) -> None:
-        instance(stream, Stream, "Event.wait", optional=True)
         (stream if stream is not None else current_stream()).wait_event(self)
 
     def query(self) -> bool:
@@ -164,7 +159,6 @@ class Event:
 
     def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds of simulated time from this event's record to ``end_event``'s."""
-        instance(end_event, Event, "Event.elapsed_time")
         if not (self.enable_timing and end_event.enable_timing):
             raise GraphExecError("elapsed_time needs both events made with enable_timing=True")
         if self.rt is None or end_event.rt is None or self.rt.record_task is None or \
@@ -198,7 +192,6 @@ def stream(s: Stream | None) -> Iterator[Stream | None]:
     if s is None:
         yield None
         return
-    instance(s, Stream, "npu.stream")
     card = s.card
     before, current = STATE.current_device, card.current
     card.current = s.check()

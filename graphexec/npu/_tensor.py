@@ -17,6 +17,7 @@ from graphexec.errors import DeviceError, GraphExecError
 from graphexec.npu._checks import device_dtype, value_of
 from graphexec.npu._state import STATE, Card, parse_device
 from graphexec.npu._tensor_api import TensorMethods
+from graphexec.runtime.codes import invalid_param
 from graphexec.runtime.stream import Stream as RtStream
 
 RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported (it imports this module)
@@ -132,7 +133,7 @@ class Tensor(TensorMethods):
         return int(self._arr.size)
 
     def size(self, dim: int | None = None) -> Any:
-        return self.shape if dim is None else self.shape[dim]
+        return self.shape if dim is None else self.shape[self._axis(dim, "size")]
 
     def element_size(self) -> int:
         return self._arr.itemsize
@@ -184,6 +185,8 @@ class Tensor(TensorMethods):
         return arr if dtype is None else arr.astype(dtype)
 
     def item(self) -> Any:
+        if self.numel() != 1:
+            raise invalid_param(f"Tensor.item: a tensor of {self.numel()} elements is not one number")
         return self.numpy().item()
 
     def tolist(self) -> Any:

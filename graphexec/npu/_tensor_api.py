@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import builtins
 from collections import namedtuple
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+
+from graphexec.npu._checks import operand
+from graphexec.runtime.codes import invalid_param
 
 RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported
 MinMax = namedtuple("MinMax", ["values", "indices"])   # torch.return_types.max / min
@@ -22,6 +25,14 @@ DEFAULTS = (np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_))
 
 def _dims(dims: tuple[Any, ...]) -> list[int]:
     return list(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else [int(d) for d in dims]
+
+
+def _scaled(other: Any, alpha: float, where: str) -> Any:
+    """``other * alpha`` (torch's add/sub ``alpha``), ``other`` a tensor or numbers."""
+    if alpha == 1 or hasattr(other, "_run"):
+        return other if alpha == 1 else other * alpha
+    operand(other, where)
+    return np.multiply(other, alpha)
 
 
 class TensorMethods:
@@ -39,6 +50,13 @@ class TensorMethods:
     def _run(self, op: str, *args: Any, **attrs: Any) -> Any:
         return RUN_OP[0](op, [self, *args], attrs)
 
+    def _axis(self, dim: builtins.int, where: str) -> builtins.int:
+        """``dim`` of this tensor counted from 0 (torch's range: -ndim..ndim-1, a 0-d tensor's -1..0)."""
+        n = max(1, self.ndim)
+        if not -n <= dim < n:
+            raise invalid_param(f"Tensor.{where}: dim {dim} is out of range for a tensor of {self.ndim} dims")
+        return dim % n
+
     def _floating(self) -> Any:
         return self if self.dtype.kind == "f" or self.dtype.kind == "V" else self.type(np.float32)   # type: ignore[attr-defined]
 
@@ -49,22 +67,23 @@ class TensorMethods:
         return self._run(op, np.array(axes, dtype=np.int64), keepdims=int(keepdim))
 
     # ---- reductions ---------------------------------------------------------------
-    def sum(self, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Any:
+    def sum(self, dim: builtins.int | Sequence[builtins.int] | None = None, keepdim: bool = False,
+            dtype: Any = None) -> Any:
         x = self if dtype is None else self.type(dtype)   # type: ignore[attr-defined]
         if dtype is None and self.dtype.kind in "bi" and self.dtype != np.int64:
             x = self.type(np.int64)   # type: ignore[attr-defined]   # torch sums ints and bools as int64
         return x._reduce("ReduceSum", dim, keepdim)
 
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def mean(self, dim: builtins.int | Sequence[builtins.int] | None = None, keepdim: bool = False) -> Any:
         return self._floating()._reduce("ReduceMean", dim, keepdim)
 
-    def prod(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def prod(self, dim: builtins.int | Sequence[builtins.int] | None = None, keepdim: bool = False) -> Any:
         return self._reduce("ReduceProd", dim, keepdim)
 
-    def amax(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def amax(self, dim: builtins.int | Sequence[builtins.int] | None = None, keepdim: bool = False) -> Any:
         return self._reduce("ReduceMax", dim, keepdim)
 
-    def amin(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def amin(self, dim: builtins.int | Sequence[builtins.int] | None = None, keepdim: bool = False) -> Any:
         return self._reduce("ReduceMin", dim, keepdim)
 
     def argmax(self, dim: builtins.int | None = None, keepdim: bool = False) -> Any:
@@ -94,11 +113,12 @@ class TensorMethods:
     def t(self) -> Any:
         return self.T if self.ndim == 2 else self
 
-    def permute(self, *dims: Any) -> Any:
-        return self._run("Transpose", perm=[d % max(1, self.ndim) for d in _dims(dims)])
+    def permute(self, *dims: builtins.int | Sequence[builtins.int]) -> Any:
+        return self._run("Transpose", perm=[self._axis(d, "permute") for d in _dims(dims)])
 
     def transpose(self, dim0: builtins.int, dim1: builtins.int) -> Any:
         perm = list(range(self.ndim))
+        dim0, dim1 = self._axis(dim0, "transpose"), self._axis(dim1, "transpose")
         perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
         return self._run("Transpose", perm=perm)
 
@@ -108,14 +128,15 @@ class TensorMethods:
     def squeeze(self, dim: builtins.int | None = None) -> Any:
         if dim is None:
             return self._run("Squeeze")
-        return self._run("Squeeze", np.array([dim], dtype=np.int64)) if self.shape[dim] == 1 else self
+        return self._run("Squeeze", np.array([dim], dtype=np.int64)) if self.shape[self._axis(dim, "squeeze")] == 1 \
+            else self
 
     def flatten(self, start_dim: builtins.int = 0, end_dim: builtins.int = -1) -> Any:
         shape = list(self.shape)
-        s, e = start_dim % max(1, len(shape)), end_dim % max(1, len(shape))
+        s, e = start_dim % max(1, len(shape)), end_dim % max(1, len(shape))   # torch: a 0-d tensor takes 0 and -1
         return self.reshape(*shape[:s], int(np.prod(shape[s:e + 1])), *shape[e + 1:])   # type: ignore[attr-defined]
 
-    def expand(self, *sizes: Any) -> Any:
+    def expand(self, *sizes: builtins.int | Sequence[builtins.int]) -> Any:
         want = [old if new == -1 else new for new, old in zip(_dims(sizes), (1,) * (len(_dims(sizes)) - self.ndim)
                                                               + tuple(self.shape))]
         return self._run("Expand", np.array(want, dtype=np.int64))
@@ -173,7 +194,7 @@ class TensorMethods:
     def log_softmax(self, dim: builtins.int = -1) -> Any:
         return self._floating()._run("LogSoftmax", axis=dim)
 
-    def clamp(self, min: Any = None, max: Any = None) -> Any:
+    def clamp(self, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
         x = self
         if min is not None:
             x = x._run("Max", np.array(min, dtype=self.dtype))
@@ -188,11 +209,11 @@ class TensorMethods:
 
     mm = matmul
 
-    def add(self, other: Any, alpha: Any = 1) -> Any:
-        return self + (other if alpha == 1 else other * alpha)   # type: ignore[operator]
+    def add(self, other: Any, alpha: builtins.float = 1) -> Any:
+        return self + _scaled(other, alpha, "Tensor.add")   # type: ignore[operator]
 
-    def sub(self, other: Any, alpha: Any = 1) -> Any:
-        return self - (other if alpha == 1 else other * alpha)   # type: ignore[operator]
+    def sub(self, other: Any, alpha: builtins.float = 1) -> Any:
+        return self - _scaled(other, alpha, "Tensor.sub")   # type: ignore[operator]
 
     def mul(self, other: Any) -> Any:
         return self * other   # type: ignore[operator]

@@ -1,7 +1,7 @@
 """Issue 39, class 5 (eager and ACL calls check their arguments), the ACL half: each public
 ACL entry called with an argument of the wrong kind, a handle of the wrong kind or a handle
 already destroyed, with its exact line. Every one was a raw TypeError or AttributeError, or a
-silent wrong call, before ``acl/_args.py`` checked every entry's arguments against its
+silent wrong call, before ``runtime/argcheck.py`` (then ``acl/_args.py``) checked every entry's arguments against its
 annotations. Counted with round_three.py's eager class.
 """
 

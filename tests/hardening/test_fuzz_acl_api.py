@@ -129,9 +129,6 @@ def test_issue_39_case_acl_raises_its_line(case):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="graphexec/npu: the functional ops (npu.abs, npu.arange, Tensor.flatten, ...) still give "
-                          "raw AttributeError/TypeError on wrong argument kinds, and a random call sequence wedges the "
-                          "device ('simulation stalled'); the eager package's owner fixes them", strict=False)
 def test_fuzz_every_eager_entry(request):
     """eager_entry_fuzz.py, in a process of its own: hypothesis over every public npu entry."""
     n = 1000 if request.config.getoption("--long") else 100
