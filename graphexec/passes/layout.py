@@ -13,9 +13,10 @@ between a producer and a consumer whose formats differ). Each op here is one of:
   tensor (the channel shuffle's view and transpose split the channel axis) and a Concat,
   Split or Slice on a channel count C0 does not divide (ShuffleNet's 58-channel halves).
 
-Graph inputs are taken in the format their readers need: ATC loads a model's input with
-AIPP, or the first convolution's small-channel path, or a TransData, as its options say, and
-the measured rows do not record which. One TransData per value and direction serves every reader that
+Graph inputs are taken in the format their readers need, and so are the outputs of an op of
+either kind that reads graph inputs only (a pipeline stage's first Relu): ATC loads a model's input
+with AIPP, or the first convolution's small-channel path, or a TransData, as its options say,
+and the measured rows do not record which. One TransData per value and direction serves every reader that
 needs it. None is inserted where both layouts hold the same bytes (H = W = 1 and C a
 multiple of C0: a pooled feature map before the classifier). A value that leaves the graph
 in NC1HWC0 keeps that format here (the device would convert it once more on its way out).
@@ -111,7 +112,7 @@ class _Rewrite:
         self.fmt: dict[str, str] = {}
         self.made: dict[tuple[str, str], str] = {}
         self.nodes: list[Node] = []
-        self.inputs = set(graph.inputs)
+        self.inputs = set(graph.inputs)   # values in whichever format their readers need
 
     def convert(self, name: str, to: str) -> str:
         """``name`` in format ``to``: itself, or the output of a TransData made once."""
@@ -132,8 +133,13 @@ class _Rewrite:
         g = self.graph
         acts = [n for n in node.inputs if n and n in g.values and g.values[n].const is None and _is4(g, n)]
         want = need(node, g, self.c0) if acts else ND
+        own = [n for n in acts if n not in self.inputs]
+        if want == ANY and acts and not own:   # made from graph inputs only: as free as they are
+            self.nodes.append(node)
+            self.inputs.update(o for o in node.outputs if o)
+            return
         if want == ANY:
-            want = FIVE if any(self.fmt.get(n, ND) == FIVE for n in acts) else ND
+            want = FIVE if any(self.fmt.get(n, ND) == FIVE for n in own) else ND
         renamed = {n: self.convert(n, want) for n in acts if not node.implicit_inputs}
         if any(new != old for old, new in renamed.items()):
             _rename_inputs(node, renamed)
