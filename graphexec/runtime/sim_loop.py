@@ -93,6 +93,11 @@ def _end(sim: Any, t: float) -> None:
         if task.blocks_left == 0 and task.blocks_running == 0:
             sim._finish(task)
         cores.spares.append(c)   # no one holds it now: a placement reuses it
+    _settle_after(sim, t)
+
+
+def _settle_after(sim: Any, t: float) -> None:
+    """What an end at ``t`` lets start: what fell due first, else the one stream it woke."""
     timers, ready, dirty = sim._timers, sim._ready, sim._dirty
     if (timers and timers[0][0] <= t) or (ready and ready[0][0] <= t):   # an end's doing
         sim._due(t)
@@ -256,14 +261,7 @@ def _run_alone(sim: Any, task: Any, pool: str, n: int, at: float, limit: float,
     task.blocks_running -= n
     if task.blocks_running == 0:
         sim._finish(task)
-    ready, dirty = sim._ready, sim._dirty
-    if (timers and timers[0][0] <= t) or (ready and ready[0][0] <= t):   # an end's doing
-        sim._due(t)
-        sim._settle()
-    elif len(dirty) == 1 and not sim._active:
-        _settle_one(sim, dirty.pop())
-    else:
-        sim._settle()
+    _settle_after(sim, t)
     return GO_ON
 
 
