@@ -115,6 +115,7 @@ class Compiled:
         # timing-only run left for the garbage collector to walk
         self._metas = {t.id: cast("dict[str, Any]", MappingProxyType({"task": t})) for t in self._kernels}
         self._tape: Tape | None = None     # the first simulated run, replayed by later runs
+        self._spare: Any = None   # the simulator a replayed run threw away (its tape's copy took its place)
         self._where: dict[str, Location] = {}
         self._views: dict[str, Any] = {}
         self._calls: dict[int, Any] = {}   # the kernels' KernelCalls, kept from run to run (see _run)
@@ -275,7 +276,8 @@ class Compiled:
     def _run(self, feeds: dict[str, Any], workers: Workers | None, compute: bool = True,
              keep: frozenset[str] = frozenset()) -> Result:
         dev = self.device
-        dev.reset_run()
+        dev.reset_run(self._spare)
+        self._spare, fresh = None, dev.sim
         ctx = self.context(compute or bool(self.controls))
         ctx.calls = self._calls   # rebound, not rebuilt: making one per kernel and run cost 0.3 us each
         for call in self._calls.values():
@@ -309,6 +311,8 @@ class Compiled:
                 ctx.overlap.drain()
             for ptr in ctx.temp_segments:
                 dev.allocator.free(ptr)
+        if replayed is not None and dev.sim is not fresh:
+            self._spare = fresh   # the tape's copy took its place: nothing else holds it
         if replayed is not None:
             stats = replayed.stats_for(dev)
         else:

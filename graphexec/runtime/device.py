@@ -88,15 +88,19 @@ class Device:
             self._allocator = CachingAllocator(self)
         return self._allocator
 
-    def reset_run(self) -> None:
-        """Start the next run (memory stays): its simulator counts from zero, at ``clock_us``."""
+    def reset_run(self, spare: Simulator | None = None) -> None:
+        """Start the next run (memory stays): its simulator counts from zero, at ``clock_us``.
+        ``spare``: a simulator of this device that a replayed run threw away, made fresh again
+        (``Simulator.renew``) instead of building a new one (7 us of a decode step's run)."""
         old = getattr(self, "_sim", None)
         if old is not None and self._held:
             self._submit_held()
         self.clock_us += self._host_t
         if self.group is not None and old is not None:
             self.group.sims.remove(old)
-        self._sim = Simulator(self.profile, self.group)
+        if spare is None or self.group is not None or spare.profile is not self.profile or not spare.renew():
+            spare = Simulator(self.profile, self.group)
+        self._sim = spare
         self._host_t = 0.0
         self._execute: tuple[float, float] | None = None
         self._launches: list[HostLaunch] = []

@@ -77,6 +77,22 @@ class Simulator:
         self.finished: list[DeviceTask] = []
         self._fast = FAST_WAVES and _switch.FAST
 
+    def renew(self) -> bool:
+        """Make this simulator a fresh one again if nothing was ever submitted to it (only its
+        streams and clock moved, as on a replayed run, which throws it away: ``Device.reset_run``'s
+        ``spare``). False, nothing changed: it ran something, a new ``Simulator`` is needed."""
+        cores = self.cores
+        if self.queued or self.finished or self._timers or self._ready or self._active or self._copy_free \
+                or cores.log or cores.cohorts or cores.t or self.group is not None:
+            return False
+        self.streams.clear()
+        self.now = 0.0
+        self._seq = itertools.count()
+        self._dirty.clear()
+        self._blocked.clear()
+        self._fast = FAST_WAVES and _switch.FAST
+        return True
+
     def pool_of(self, unit: str) -> str:
         return "aicore" if self.profile.coupled and unit in ("cube", "vector") else unit
 
