@@ -68,9 +68,12 @@ class Body:
             compiled = self.plans[key] = self.load(plan)
         return compiled
 
-    def launch(self, parent: "ExecContext", control: DeviceTask, values: list[Any], marker: str) -> "ExecContext":
+    def launch(self, parent: "ExecContext", control: DeviceTask, values: list[Any], marker: str,
+               run: Any = None) -> "ExecContext":
         """Write the formal inputs, then launch the body's tasks on its streams at the
-        device's clock, each stream ending in a join that resumes ``control``."""
+        device's clock, each stream ending in a join that resumes ``control``. ``run``: the
+        Loop or Scan run this iteration is one of, over which the outer-scope values stay
+        constant (their kernels are bound once per run: ``Steps.bind_outer``); None: not bound."""
         outer = {n: parent.read(n) for n in self.outside}
         types = {n: self._type(n, v) for n, v in [*zip(self.formal, values), *outer.items()]}
         plan = self.plan(types)
@@ -82,6 +85,8 @@ class Body:
         for name, value in zip(self.formal, values):
             ctx.write(name, value, streams[0])
         steps = plan.card_steps()   # the body's kernels as a replay calls them (``Steps.inline``), where it may
+        if steps is not None and run is not None and outer:
+            steps.bind_outer(outer, run)
         if steps is not None and steps.binds_any():
             ctx.log = {}   # the kernels' starts and end are the ones given here (as a multi-card run's)
             ctx.starts, ctx.log_end = steps.inline(ctx, alone=True)   # a body's iterations run one at a time

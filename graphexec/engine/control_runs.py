@@ -55,7 +55,11 @@ def _copy(value: Any) -> Any:
 
 
 class ControlRun:
-    """One execution of a control node in a run; ``step`` is its switch."""
+    """One execution of a control node in a run; ``step`` is its switch. ``iterates``: its
+    body runs again and again on the same outer-scope values (a Loop's, a Scan's), which are
+    worth binding once for the run (``Body.launch``)."""
+
+    iterates = False
 
     def __init__(self, ctrl: Controller, parent: "ExecContext", task: Task) -> None:
         self.node, self.bodies, self.parent, self.task = ctrl.node, ctrl.bodies, parent, task
@@ -80,7 +84,7 @@ class ControlRun:
 
     def run_body(self, control: DeviceTask, body: Body, values: list[Any], marker: str) -> bool:
         self.body = body
-        self.ctx = body.launch(self.parent, control, values, marker)
+        self.ctx = body.launch(self.parent, control, values, marker, self if self.iterates else None)
         self.iterations += 1
         return True
 
@@ -117,6 +121,8 @@ class IfRun(ControlRun):
 class LoopRun(ControlRun):
     """Loop: inputs M (trip count), cond, carried...; body (i, cond, carried...) ->
     (cond, carried..., scan outputs...)."""
+
+    iterates = True
 
     def step(self, control: DeviceTask) -> bool:
         n_carried = len(self.node.inputs) - 2
@@ -200,6 +206,8 @@ class ScanRun(ControlRun):
     """Scan (opset 9+): inputs states..., scan inputs...; body (states..., slices...) ->
     (states..., scan output slices...), each slice written into its place in the output."""
 
+    iterates = True
+
     def step(self, control: DeviceTask) -> bool:
         node, attrs = self.node, self.node.attrs
         n_in = int(attrs["num_scan_inputs"])
@@ -255,6 +263,8 @@ class Scan8Run(ControlRun):
     """Scan-8: inputs sequence_lens (optional), states..., scan inputs..., all with a batch
     axis 0 and the scan axis 1; the body runs per batch row and step (a row's steps past
     its length are left zero in the scan outputs, as onnxruntime pads them)."""
+
+    iterates = True
 
     def step(self, control: DeviceTask) -> bool:
         node = self.node

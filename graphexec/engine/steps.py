@@ -74,6 +74,8 @@ class Steps:
         self._program: tuple[Tape, int, replay_code.Program] | None = None
         self._seen: tuple[Tape | None, int, int] = (None, 0, 0)
         self._any = (-1, False)   # ``binds_any`` for a version
+        self._outer_run: Any = None   # the Loop or Scan run whose outer-scope values the steps bound (``bind_outer``)
+        self._reading: list[int] | None = None   # the steps that read an outer-scope value
 
     def _direct(self, i: int, task: Task, ctx: ExecContext) -> bool:
         """Make step ``i`` a direct call of its kernel, where its runner and values allow."""
@@ -122,12 +124,12 @@ class Steps:
         read it); its end is the plain store."""
         task = self.kernels[i]
         runner = ctx.runners.get(task.id)
-        views = ctx.views
-        if runner is None or type(runner) not in _HELD or any(n not in views for n in task.reads):
+        views, outer = ctx.views, self._plan.outer   # a body's outer-scope values, bound for a run (``bind_outer``)
+        if runner is None or type(runner) not in _HELD or any(n not in views and n not in outer for n in task.reads):
             return False
         call = ctx.call(task)
         out = None if call.out is None else views.get(call.out)
-        values = {n: views[n] for n in task.reads}
+        values = {n: views[n] if n in views else outer[n] for n in task.reads}
         if type(runner) is FusedRunner and self._chain(i, runner, values, out, call):
             return True
         if type(runner) is FusedRunner:   # its members' kernels called directly, where they all have one
@@ -270,6 +272,20 @@ class Steps:
                 if ctx.views is not views:   # a run-time allocation: later reads look again
                     views = ctx.views
                     self._plain_after(tape, k)
+
+    def bind_outer(self, outer: dict[str, Any], run: Any) -> None:
+        """A control-flow body's outer-scope values (the weights a body reads from the graph
+        around it), constant over one Loop or Scan run ``run``: the steps that read them are
+        bound again on them, once per run, so their kernels start directly (without them those
+        steps could only be plain). Every run binds anew: the next one's values may differ."""
+        if run is self._outer_run:
+            return
+        if self._reading is None:
+            self._reading = [i for i, t in enumerate(self.kernels) if any(n in outer for n in t.reads)]
+        self._outer_run = run
+        self._plan.outer = outer   # ``_direct`` reads them through the plan's context (``ExecContext._read``)
+        if self._reading:
+            self._unbound = sorted({*self._unbound, *self._reading})
 
     def binds_any(self) -> bool:
         """Whether any step starts other than through its KernelCall (direct, held or chained):
