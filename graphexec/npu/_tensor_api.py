@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from graphexec.npu._checks import operand
+from graphexec.npu._checks import operand, value_of
 from graphexec.runtime.codes import invalid_param
 
 RUN_OP: list[Any] = []   # ops.run_op, set when ops is imported
@@ -29,10 +29,14 @@ def _dims(dims: tuple[Any, ...]) -> list[int]:
 
 def _scaled(other: Any, alpha: float, where: str) -> Any:
     """``other * alpha`` (torch's add/sub ``alpha``), ``other`` a tensor or numbers."""
-    if alpha == 1 or hasattr(other, "_run"):
-        return other if alpha == 1 else other * alpha
-    operand(other, where)
-    return np.multiply(other, alpha)
+    if alpha == 1:
+        return other
+    if not hasattr(other, "_run"):
+        operand(other, where)
+    try:
+        return other * alpha if hasattr(other, "_run") or np.ndim(other) == 0 else np.multiply(other, alpha)
+    except OverflowError as e:
+        raise invalid_param(f"{where}: {other!r} times alpha {alpha!r}: {e}") from None
 
 
 class TensorMethods:
@@ -63,7 +67,9 @@ class TensorMethods:
     def _reduce(self, op: str, dim: Any, keepdim: bool) -> Any:
         if dim is None:
             return self._run(op, keepdims=int(keepdim))
-        axes = [dim] if isinstance(dim, int) else list(dim)
+        axes = [dim] if isinstance(dim, (builtins.int, np.integer)) else list(dim)
+        for d in axes:
+            self._axis(builtins.int(d), op.removeprefix("Reduce").lower())   # in range (ONNX's -r..r-1), as given
         return self._run(op, np.array(axes, dtype=np.int64), keepdims=int(keepdim))
 
     # ---- reductions ---------------------------------------------------------------
@@ -123,6 +129,8 @@ class TensorMethods:
         return self._run("Transpose", perm=perm)
 
     def unsqueeze(self, dim: builtins.int) -> Any:
+        if not -self.ndim - 1 <= dim <= self.ndim:
+            raise invalid_param(f"Tensor.unsqueeze: dim {dim} is out of range for a tensor of {self.ndim} dims")
         return self._run("Unsqueeze", np.array([dim], dtype=np.int64))
 
     def squeeze(self, dim: builtins.int | None = None) -> Any:
@@ -139,6 +147,8 @@ class TensorMethods:
     def expand(self, *sizes: builtins.int | Sequence[builtins.int]) -> Any:
         want = [old if new == -1 else new for new, old in zip(_dims(sizes), (1,) * (len(_dims(sizes)) - self.ndim)
                                                               + tuple(self.shape))]
+        if not all(0 <= w < 2**63 for w in want):
+            raise invalid_param(f"Tensor.expand: sizes must be -1 or from 0 to 2**63-1, got {list(_dims(sizes))}")
         return self._run("Expand", np.array(want, dtype=np.int64))
 
     def clone(self) -> Any:
@@ -197,9 +207,9 @@ class TensorMethods:
     def clamp(self, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
         x = self
         if min is not None:
-            x = x._run("Max", np.array(min, dtype=self.dtype))
+            x = x._run("Max", value_of(min, self.dtype, "Tensor.clamp", scalar=True))
         if max is not None:
-            x = x._run("Min", np.array(max, dtype=self.dtype))
+            x = x._run("Min", value_of(max, self.dtype, "Tensor.clamp", scalar=True))
         return x
 
     clip = clamp
