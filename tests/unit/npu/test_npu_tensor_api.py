@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import graphexec.npu as npu
+from graphexec.errors import AclError
 
 A = np.arange(6, dtype=np.float32).reshape(2, 3) / 4 - 0.5
 
@@ -82,3 +83,30 @@ def test_python_scalars_follow_torchs_promotion(dtype, expr, result):
     a = np.array([1, 2, 3]).astype(dtype).astype(np.float64)
     want = eval(expr.replace("x.half()", "x").replace("x.long()", "x").replace("x.float()", "x"), {"x": a})
     np.testing.assert_allclose(np.asarray(out.numpy(), dtype=np.float64), want, rtol=1e-3)
+
+
+ARRAYS = [   # numbers in a list, tuple or array promote as the tensor of them would, at the call
+    (np.float32, "x + [2, 4, 6]", np.float32), (np.float32, "x * (1, 2, 3)", np.float32),
+    (np.float32, "x - np.array([1, 2, 3])", np.float32), (np.int32, "x + [1, 2, 3]", np.int64),
+    (np.int32, "x + [0.5, 0.5, 0.5]", np.float32), (np.int32, "[1, 2, 3] - x", np.int64),
+    (np.float16, "x < [1, 2, 3]", np.bool_), (np.float32, "x + np.array([1, 2, 3], np.float64)", np.float64),
+]
+
+
+@pytest.mark.parametrize("dtype,expr,result", ARRAYS)
+def test_arrays_of_numbers_are_cast_at_the_call(dtype, expr, result):
+    """``x + [2, 4, 6]`` on a float32 tensor used to reach the kernel as float32 + int64 and fail
+    later, at the next synchronize (507015); it is float32 now, as torch's tensors promote."""
+    x = npu.tensor(np.array([1, 2, 3]).astype(dtype))
+    out = eval(expr, {"x": x, "np": np})
+    npu.synchronize()
+    assert out.dtype == np.dtype(result), expr
+    want = eval(expr, {"x": np.array([1, 2, 3]).astype(np.float64), "np": np})
+    np.testing.assert_allclose(np.asarray(out.numpy(), dtype=np.float64), want, rtol=1e-3)
+
+
+@pytest.mark.parametrize("bad", [[object()], ["a"], [[1], [2, 3]]])
+def test_arrays_no_card_holds_are_refused_at_the_call(bad):
+    with pytest.raises(AclError, match=r"^ACL_ERROR_INVALID_PARAM \(100000\): Add: an operand must be"):
+        npu.ones(3) + bad
+    npu.synchronize()
