@@ -173,11 +173,14 @@ def check_text(model: onnx.ModelProto, where: str, fields: list[Fields] | None =
                 raise bad("value name", vi.name)
         for _, name, op, domain, ins, outs, attrs in (map(fields_of, g.node) if rows is None else rows):
             try:   # str + bytes raises: one C call per field list instead of an isinstance per name
-                name + op + domain + "".join(ins) + "".join(outs)
+                name + op + domain + "".join(ins) + "".join(outs) + "".join([a.name for a in attrs])
             except TypeError:
                 for text in (name, op, domain, *ins, *outs):
                     if not isinstance(text, str):
                         raise bad(f"a field of node {name!r}", text) from None
+                for a in attrs:
+                    if not isinstance(a.name, str):
+                        raise bad(f"an attribute name of node {name!r}", a.name) from None
             graphs.extend(sub for a in attrs for sub in ([a.g] if a.HasField("g") else list(a.graphs)))
         rows = None
 

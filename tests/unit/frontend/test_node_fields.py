@@ -71,7 +71,7 @@ def test_a_tensor_kept_outside_is_refused_either_way():
 
 
 @pytest.mark.parametrize("needle, spoiled", [(b"nodeAA", b"node\xff\xfe"), (b"\x12\x01y", b"\x12\x01\xf9"),
-                                             (b"thn_add", b"thn_\xe0dd")])
+                                             (b"thn_add", b"thn_\xe0dd"), (b"else_branch", b"\x80lse_branch")])
 def test_a_name_that_is_not_utf8_is_refused_the_same_way(needle, spoiled):
     data = _model().SerializeToString()
     assert data.count(needle) >= 1
