@@ -21,9 +21,11 @@ is not replayed while it is off).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 ENV = "GRAPHEXEC_PLAIN"
 FAST = os.environ.get(ENV, "") in ("", "0")
@@ -43,3 +45,14 @@ def plain() -> Iterator[None]:
         yield
     finally:
         FAST = before
+
+
+def compiled(module: str, abi: int) -> Any:
+    """The optional compiled module ``module`` (a C source ``setup.py`` builds where it can), or
+    None where it was not built (no C compiler) or was built from a source of another ``ABI``
+    (stale: ``pip install -e .`` rebuilds it). Whether a fast path uses it is still ``FAST``."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    return mod if getattr(mod, "ABI", None) == abi else None

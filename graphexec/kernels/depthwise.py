@@ -14,13 +14,8 @@ import numpy as np
 
 from graphexec import _switch
 
-try:
-    from graphexec.kernels import _dwconv  # type: ignore[attr-defined]
-except ImportError:   # not built: conv2d's numpy path
-    _dwconv = None
 ABI = 1   # what ``_dwconv.c`` takes; a module built from another source is not used
-if _dwconv is not None and getattr(_dwconv, "ABI", None) != ABI:
-    _dwconv = None
+_dwconv = _switch.compiled("graphexec.kernels._dwconv", ABI)   # None: conv2d's numpy path
 
 _F32 = np.dtype(np.float32)
 

@@ -64,12 +64,7 @@ FLOAT_MAX: dict[np.dtype, float] = {
     _np(TensorProto.FLOAT8E5M2): 57344.0, _np(TensorProto.FLOAT8E5M2FNUZ): 57344.0,
 }
 _FLOAT4 = _np(TensorProto.FLOAT4E2M1)
-try:
-    from graphexec.kernels import _qlinear  # type: ignore[attr-defined]
-except ImportError:   # not built: numpy's passes
-    _qlinear = None
-if _qlinear is not None and getattr(_qlinear, "ABI", None) != 1:
-    _qlinear = None
+_qlinear = _switch.compiled("graphexec.kernels._qlinear", 1)   # None: numpy's passes
 _I8 = np.dtype(np.int8)
 _BYTES = (np.dtype(np.uint8), _I8)
 _CLIP: Any = np._core.umath.clip  # type: ignore[attr-defined]

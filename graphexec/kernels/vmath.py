@@ -14,13 +14,8 @@ import numpy as np
 
 from graphexec import _switch
 
-try:
-    from graphexec.kernels import _vmath  # type: ignore[attr-defined]
-except ImportError:   # not built: numpy
-    _vmath = None
 ABI = 1   # what ``_vmath.c`` gives; 0 is a build without libmvec's functions
-if _vmath is not None and getattr(_vmath, "ABI", None) != ABI:
-    _vmath = None
+_vmath = _switch.compiled("graphexec.kernels._vmath", ABI)   # None: numpy
 
 _F32 = np.dtype(np.float32)
 

@@ -32,12 +32,7 @@ from graphexec.runtime.sim_task import DeviceTask
 from graphexec.runtime.stream import Event, EventSnapshot, Stream
 
 ABI = 2   # what ``_simcore.c`` takes and returns; a module built from another source is not used
-try:
-    from graphexec.runtime import _simcore  # type: ignore[attr-defined]
-except ImportError:   # built without a C compiler: the Python loop runs every graph
-    _simcore = None
-if _simcore is not None and getattr(_simcore, "ABI", None) != ABI:   # stale: `pip install -e .` rebuilds it
-    _simcore = None
+_simcore = _switch.compiled("graphexec.runtime._simcore", ABI)   # None: the Python loop runs every graph
 
 CORE = _simcore is not None   # False: every run goes through the Python loop
 
